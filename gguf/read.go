@@ -1,0 +1,522 @@
+// Package gguf reads and writes GGUF files: the key-value metadata, the tensor
+// directory, and the tensor data, which the reader memory-maps rather than copies.
+//
+// A GGUF file is often the wrong file, a truncated download or hostile input,
+// so the reader checks every count and offset against the bytes that are
+// really there before it trusts or allocates for it, and every error names the
+// file and the defect.
+package gguf
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"sort"
+
+	"github.com/latent-ai/latent/quant"
+)
+
+// Magic is "GGUF" read as a little-endian uint32.
+const Magic = 0x46554747
+
+// DefaultAlignment is the tensor data alignment when general.alignment is absent.
+const DefaultAlignment = 32
+
+// MaxDims is the most dimensions a ggml tensor has.
+const MaxDims = 4
+
+// maxNesting bounds arrays of arrays so a crafted file cannot recurse without end.
+const maxNesting = 8
+
+// KV is one metadata entry.
+type KV struct {
+	Key   string
+	Value Value
+}
+
+// TensorInfo describes one tensor: its dimensions innermost first (Dims[0] is
+// the row length), element type, and where its data lies.
+type TensorInfo struct {
+	Name   string
+	Dims   []uint64
+	Type   quant.Type
+	Offset uint64 // from the start of the data section
+	Size   int64  // bytes of data
+}
+
+// Elements is the number of weights in the tensor.
+func (t *TensorInfo) Elements() int64 {
+	n := int64(1)
+	for _, d := range t.Dims {
+		n *= int64(d)
+	}
+	return n
+}
+
+// Dim returns dimension i, or 1 past the tensor's rank (as ggml pads shapes).
+func (t *TensorInfo) Dim(i int) uint64 {
+	if i < len(t.Dims) {
+		return t.Dims[i]
+	}
+	return 1
+}
+
+// File is a parsed GGUF file. Tensor data stays in the (mapped) file image.
+type File struct {
+	Name       string // the path or label errors name
+	Version    uint32
+	Alignment  uint64
+	KV         []KV
+	Tensors    []TensorInfo
+	DataOffset int64 // where the data section starts in the file
+	Size       int64 // the file's size in bytes
+
+	data    []byte
+	keys    map[string]int
+	tensors map[string]int
+	close   func() error
+}
+
+// Get returns the metadata value under key.
+func (f *File) Get(key string) (Value, bool) {
+	i, ok := f.keys[key]
+	if !ok {
+		return Value{}, false
+	}
+	return f.KV[i].Value, true
+}
+
+// Tensor returns the tensor named name.
+func (f *File) Tensor(name string) (*TensorInfo, bool) {
+	i, ok := f.tensors[name]
+	if !ok {
+		return nil, false
+	}
+	return &f.Tensors[i], true
+}
+
+// TensorData is the tensor's bytes, a view into the file image (read-only when
+// the file is mapped). It is valid until Close.
+func (f *File) TensorData(t *TensorInfo) []byte {
+	start := f.DataOffset + int64(t.Offset)
+	return f.data[start : start+t.Size : start+t.Size]
+}
+
+// Close releases the file mapping.
+func (f *File) Close() error {
+	if f.close == nil {
+		return nil
+	}
+	c := f.close
+	f.close, f.data = nil, nil
+	return c()
+}
+
+// Parse reads a GGUF image held in memory. name labels errors. data is kept,
+// not copied: tensor data are slices of it.
+func Parse(name string, data []byte) (*File, error) {
+	f := &File{Name: name, Size: int64(len(data)), data: data}
+	if err := f.parse(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return f, nil
+}
+
+// A decoder walks the header, refusing any read past the end.
+type decoder struct {
+	b   []byte
+	off int
+}
+
+var errTruncated = errors.New("file is truncated")
+
+func (d *decoder) left() int { return len(d.b) - d.off }
+
+func (d *decoder) bytes(n int, what string) ([]byte, error) {
+	if n < 0 || n > d.left() {
+		return nil, fmt.Errorf("%s at offset %d: %w", what, d.off, errTruncated)
+	}
+	p := d.b[d.off : d.off+n]
+	d.off += n
+	return p, nil
+}
+
+func (d *decoder) u32(what string) (uint32, error) {
+	p, err := d.bytes(4, what)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint32(p), nil
+}
+
+func (d *decoder) u64(what string) (uint64, error) {
+	p, err := d.bytes(8, what)
+	if err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(p), nil
+}
+
+func (d *decoder) str(what string) (string, error) {
+	at := d.off
+	n, err := d.u64(what + " length")
+	if err != nil {
+		return "", err
+	}
+	if n > uint64(d.left()) {
+		return "", fmt.Errorf("%s at offset %d claims %d bytes but only %d remain in the file", what, at, n, d.left())
+	}
+	p, _ := d.bytes(int(n), what)
+	return string(p), nil
+}
+
+// count reads an element count and checks that at least minEach bytes per
+// element remain, so no allocation can exceed what the file holds.
+func (d *decoder) count(what string, minEach int) (int, error) {
+	at := d.off
+	n, err := d.u64(what)
+	if err != nil {
+		return 0, err
+	}
+	if minEach < 1 {
+		minEach = 1
+	}
+	if n > uint64(d.left()/minEach) {
+		return 0, fmt.Errorf("%s at offset %d is %d, more than the %d bytes left in the file can hold", what, at, n, d.left())
+	}
+	return int(n), nil
+}
+
+func (f *File) parse() error {
+	d := &decoder{b: f.data}
+	magic, err := d.u32("magic")
+	if err != nil {
+		return fmt.Errorf("not a GGUF file: %w", err)
+	}
+	if magic != Magic {
+		return fmt.Errorf("not a GGUF file: magic is %q, want \"GGUF\"", f.data[:4])
+	}
+	f.Version, err = d.u32("version")
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.Version == 2 || f.Version == 3:
+	case f.Version == 1:
+		return fmt.Errorf("GGUF version 1 is not supported (only 2 and 3): convert the file again with a current llama.cpp")
+	case bits.ReverseBytes32(f.Version) <= 3:
+		return fmt.Errorf("big-endian GGUF (version %d) is not supported", bits.ReverseBytes32(f.Version))
+	default:
+		return fmt.Errorf("unknown GGUF version %d (supported: 2, 3)", f.Version)
+	}
+	nTensors, err := d.count("tensor count", 8+4+4+8) // name length, rank, type, offset
+	if err != nil {
+		return err
+	}
+	nKV, err := d.count("metadata count", 8+4+1) // key length, type, smallest value
+	if err != nil {
+		return err
+	}
+
+	f.KV = make([]KV, 0, nKV)
+	f.keys = make(map[string]int, nKV)
+	for i := 0; i < nKV; i++ {
+		key, err := d.str(fmt.Sprintf("metadata key #%d", i))
+		if err != nil {
+			return err
+		}
+		if _, dup := f.keys[key]; dup {
+			return fmt.Errorf("metadata key %q appears twice", key)
+		}
+		t, err := d.u32(fmt.Sprintf("type of metadata %q", key))
+		if err != nil {
+			return err
+		}
+		v, err := d.value(ValueType(t), 0)
+		if err != nil {
+			return fmt.Errorf("metadata %q: %w", key, err)
+		}
+		f.keys[key] = len(f.KV)
+		f.KV = append(f.KV, KV{Key: key, Value: v})
+	}
+
+	f.Alignment = DefaultAlignment
+	if v, ok := f.Get("general.alignment"); ok {
+		a, ok := v.v.(uint32)
+		if !ok {
+			return fmt.Errorf("general.alignment is a %s, want uint32", v.typ)
+		}
+		if a == 0 || a&(a-1) != 0 {
+			return fmt.Errorf("general.alignment %d is not a power of two", a)
+		}
+		f.Alignment = uint64(a)
+	}
+
+	f.Tensors = make([]TensorInfo, 0, nTensors)
+	f.tensors = make(map[string]int, nTensors)
+	for i := 0; i < nTensors; i++ {
+		t, err := d.tensorInfo(i)
+		if err != nil {
+			return err
+		}
+		if _, dup := f.tensors[t.Name]; dup {
+			return fmt.Errorf("tensor %q appears twice", t.Name)
+		}
+		if t.Offset%f.Alignment != 0 {
+			return fmt.Errorf("tensor %q: data offset %d is not a multiple of the alignment %d", t.Name, t.Offset, f.Alignment)
+		}
+		f.tensors[t.Name] = len(f.Tensors)
+		f.Tensors = append(f.Tensors, t)
+	}
+
+	start := (uint64(d.off) + f.Alignment - 1) / f.Alignment * f.Alignment
+	f.DataOffset = int64(start)
+	return f.checkData()
+}
+
+func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
+	var t TensorInfo
+	var err error
+	if t.Name, err = d.str(fmt.Sprintf("tensor #%d name", i)); err != nil {
+		return t, err
+	}
+	rank, err := d.u32(fmt.Sprintf("tensor %q rank", t.Name))
+	if err != nil {
+		return t, err
+	}
+	if rank == 0 || rank > MaxDims {
+		return t, fmt.Errorf("tensor %q has %d dimensions (must be 1 to %d)", t.Name, rank, MaxDims)
+	}
+	t.Dims = make([]uint64, rank)
+	elements := uint64(1)
+	for j := range t.Dims {
+		if t.Dims[j], err = d.u64(fmt.Sprintf("tensor %q dimension %d", t.Name, j)); err != nil {
+			return t, err
+		}
+		hi, lo := bits.Mul64(elements, t.Dims[j])
+		if hi != 0 || lo > math.MaxInt64 {
+			return t, fmt.Errorf("tensor %q: dimensions %v overflow the element count", t.Name, t.Dims[:j+1])
+		}
+		elements = lo
+	}
+	typ, err := d.u32(fmt.Sprintf("tensor %q type", t.Name))
+	if err != nil {
+		return t, err
+	}
+	t.Type = quant.Type(typ)
+	if !t.Type.Known() {
+		return t, fmt.Errorf("tensor %q has unknown type %d", t.Name, typ)
+	}
+	if t.Dims[0]%uint64(t.Type.BlockSize()) != 0 {
+		return t, fmt.Errorf("tensor %q: row length %d is not a multiple of the %s block size %d", t.Name, t.Dims[0], t.Type, t.Type.BlockSize())
+	}
+	if t.Size, err = t.Type.RowBytes(int64(elements)); err != nil {
+		return t, fmt.Errorf("tensor %q: %w", t.Name, err)
+	}
+	if t.Offset, err = d.u64(fmt.Sprintf("tensor %q offset", t.Name)); err != nil {
+		return t, err
+	}
+	return t, nil
+}
+
+// checkData verifies that every tensor lies inside the file and that no two overlap.
+func (f *File) checkData() error {
+	if len(f.Tensors) > 0 && f.DataOffset > f.Size {
+		return fmt.Errorf("data section starts at %d, past the end of the %d-byte file: %w", f.DataOffset, f.Size, errTruncated)
+	}
+	avail := uint64(f.Size - min(f.DataOffset, f.Size))
+	order := make([]int, len(f.Tensors))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return f.Tensors[order[a]].Offset < f.Tensors[order[b]].Offset })
+	var prevEnd uint64
+	prev := ""
+	for _, i := range order {
+		t := &f.Tensors[i]
+		end := t.Offset + uint64(t.Size)
+		if end < t.Offset || end > avail {
+			return fmt.Errorf("tensor %q: data [%d, %d) runs past the end of the file (%d bytes of data): %w",
+				t.Name, t.Offset, end, avail, errTruncated)
+		}
+		if prev != "" && t.Offset < prevEnd {
+			return fmt.Errorf("tensor %q overlaps tensor %q in the data section", t.Name, prev)
+		}
+		if t.Size > 0 {
+			prevEnd, prev = end, t.Name
+		}
+	}
+	return nil
+}
+
+func (d *decoder) value(t ValueType, depth int) (Value, error) {
+	if fs := t.fixedSize(); fs > 0 {
+		p, err := d.bytes(fs, t.String()+" value")
+		if err != nil {
+			return Value{}, err
+		}
+		return scalar(t, p)
+	}
+	switch t {
+	case TypeString:
+		s, err := d.str("string value")
+		return Value{typ: t, v: s}, err
+	case TypeArray:
+		if depth >= maxNesting {
+			return Value{}, fmt.Errorf("arrays nested more than %d deep", maxNesting)
+		}
+		et, err := d.u32("array element type")
+		if err != nil {
+			return Value{}, err
+		}
+		elem := ValueType(et)
+		if elem.minSize() == 0 {
+			return Value{}, fmt.Errorf("array of unknown value type %d", et)
+		}
+		n, err := d.count("array length", elem.minSize())
+		if err != nil {
+			return Value{}, err
+		}
+		return d.array(elem, n, depth)
+	}
+	return Value{}, fmt.Errorf("unknown value type %d", uint32(t))
+}
+
+func scalar(t ValueType, p []byte) (Value, error) {
+	v := Value{typ: t}
+	switch t {
+	case TypeUint8:
+		v.v = p[0]
+	case TypeInt8:
+		v.v = int8(p[0])
+	case TypeBool:
+		if p[0] > 1 {
+			return v, fmt.Errorf("bool value %d is neither 0 nor 1", p[0])
+		}
+		v.v = p[0] == 1
+	case TypeUint16:
+		v.v = binary.LittleEndian.Uint16(p)
+	case TypeInt16:
+		v.v = int16(binary.LittleEndian.Uint16(p))
+	case TypeUint32:
+		v.v = binary.LittleEndian.Uint32(p)
+	case TypeInt32:
+		v.v = int32(binary.LittleEndian.Uint32(p))
+	case TypeFloat32:
+		v.v = math.Float32frombits(binary.LittleEndian.Uint32(p))
+	case TypeUint64:
+		v.v = binary.LittleEndian.Uint64(p)
+	case TypeInt64:
+		v.v = int64(binary.LittleEndian.Uint64(p))
+	case TypeFloat64:
+		v.v = math.Float64frombits(binary.LittleEndian.Uint64(p))
+	}
+	return v, nil
+}
+
+func (d *decoder) array(elem ValueType, n, depth int) (Value, error) {
+	v := Value{typ: TypeArray, elem: elem}
+	if fs := elem.fixedSize(); fs > 0 {
+		p, err := d.bytes(n*fs, "array data")
+		if err != nil {
+			return v, err
+		}
+		v.v, err = fixedArray(elem, p, n)
+		return v, err
+	}
+	switch elem {
+	case TypeString:
+		s := make([]string, n)
+		for i := range s {
+			var err error
+			if s[i], err = d.str(fmt.Sprintf("array string #%d", i)); err != nil {
+				return v, err
+			}
+		}
+		v.v = s
+	case TypeArray:
+		a := make([]Value, n)
+		for i := range a {
+			var err error
+			if a[i], err = d.value(TypeArray, depth+1); err != nil {
+				return v, err
+			}
+		}
+		v.v = a
+	}
+	return v, nil
+}
+
+func fixedArray(elem ValueType, p []byte, n int) (any, error) {
+	le := binary.LittleEndian
+	switch elem {
+	case TypeUint8:
+		return append([]uint8(nil), p...), nil
+	case TypeInt8:
+		a := make([]int8, n)
+		for i := range a {
+			a[i] = int8(p[i])
+		}
+		return a, nil
+	case TypeBool:
+		a := make([]bool, n)
+		for i := range a {
+			if p[i] > 1 {
+				return nil, fmt.Errorf("bool element #%d is %d, neither 0 nor 1", i, p[i])
+			}
+			a[i] = p[i] == 1
+		}
+		return a, nil
+	case TypeUint16:
+		a := make([]uint16, n)
+		for i := range a {
+			a[i] = le.Uint16(p[2*i:])
+		}
+		return a, nil
+	case TypeInt16:
+		a := make([]int16, n)
+		for i := range a {
+			a[i] = int16(le.Uint16(p[2*i:]))
+		}
+		return a, nil
+	case TypeUint32:
+		a := make([]uint32, n)
+		for i := range a {
+			a[i] = le.Uint32(p[4*i:])
+		}
+		return a, nil
+	case TypeInt32:
+		a := make([]int32, n)
+		for i := range a {
+			a[i] = int32(le.Uint32(p[4*i:]))
+		}
+		return a, nil
+	case TypeFloat32:
+		a := make([]float32, n)
+		for i := range a {
+			a[i] = math.Float32frombits(le.Uint32(p[4*i:]))
+		}
+		return a, nil
+	case TypeUint64:
+		a := make([]uint64, n)
+		for i := range a {
+			a[i] = le.Uint64(p[8*i:])
+		}
+		return a, nil
+	case TypeInt64:
+		a := make([]int64, n)
+		for i := range a {
+			a[i] = int64(le.Uint64(p[8*i:]))
+		}
+		return a, nil
+	case TypeFloat64:
+		a := make([]float64, n)
+		for i := range a {
+			a[i] = math.Float64frombits(le.Uint64(p[8*i:]))
+		}
+		return a, nil
+	}
+	return nil, fmt.Errorf("unknown array element type %d", uint32(elem))
+}

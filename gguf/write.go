@@ -1,0 +1,340 @@
+package gguf
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/latent-ai/latent/quant"
+)
+
+// Writer streams a GGUF file: declare metadata and tensors, write the header,
+// then the tensors' bytes in declaration order, in as many pieces as suits the
+// caller. Nothing is buffered beyond a small write buffer, so files larger than
+// memory stream out at disk speed.
+type Writer struct {
+	Version   uint32 // 3 unless set before WriteHeader
+	w         *bufio.Writer
+	kv        []KV
+	keys      map[string]bool
+	tensors   []TensorInfo
+	names     map[string]bool
+	alignment uint64
+
+	headerDone bool
+	cur        int   // tensor being written
+	curLeft    int64 // its bytes still to come
+	pos        int64 // bytes written to the data section
+}
+
+// NewWriter returns a Writer that writes to w.
+func NewWriter(w io.Writer) *Writer {
+	return &Writer{Version: 3, w: bufio.NewWriterSize(w, 1<<20), keys: map[string]bool{}, names: map[string]bool{}, alignment: DefaultAlignment}
+}
+
+// SetKV adds a metadata entry. general.alignment, when given, sets the alignment.
+func (w *Writer) SetKV(key string, v Value) error {
+	if w.headerDone {
+		return fmt.Errorf("gguf: metadata %q added after the header was written", key)
+	}
+	if w.keys[key] {
+		return fmt.Errorf("gguf: metadata key %q set twice", key)
+	}
+	if key == "general.alignment" {
+		a, ok := v.v.(uint32)
+		if !ok || a == 0 || a&(a-1) != 0 {
+			return fmt.Errorf("gguf: general.alignment must be a uint32 power of two")
+		}
+		w.alignment = uint64(a)
+	}
+	w.keys[key] = true
+	w.kv = append(w.kv, KV{key, v})
+	return nil
+}
+
+// AddTensor declares a tensor; dims are innermost first.
+func (w *Writer) AddTensor(name string, typ quant.Type, dims ...uint64) error {
+	if w.headerDone {
+		return fmt.Errorf("gguf: tensor %q added after the header was written", name)
+	}
+	if w.names[name] {
+		return fmt.Errorf("gguf: tensor %q declared twice", name)
+	}
+	if len(dims) == 0 || len(dims) > MaxDims {
+		return fmt.Errorf("gguf: tensor %q has %d dimensions (must be 1 to %d)", name, len(dims), MaxDims)
+	}
+	if !typ.Known() {
+		return fmt.Errorf("gguf: tensor %q has unknown type %d", name, uint32(typ))
+	}
+	n := int64(1)
+	for _, d := range dims {
+		if d == 0 || d > math.MaxInt64/uint64(n) {
+			return fmt.Errorf("gguf: tensor %q has bad dimensions %v", name, dims)
+		}
+		n *= int64(d)
+	}
+	if dims[0]%uint64(typ.BlockSize()) != 0 {
+		return fmt.Errorf("gguf: tensor %q: row length %d is not a multiple of the %s block size %d", name, dims[0], typ, typ.BlockSize())
+	}
+	size, err := typ.RowBytes(n)
+	if err != nil {
+		return fmt.Errorf("gguf: tensor %q: %w", name, err)
+	}
+	w.names[name] = true
+	w.tensors = append(w.tensors, TensorInfo{Name: name, Dims: append([]uint64(nil), dims...), Type: typ, Size: size})
+	return nil
+}
+
+// Tensors lists the declared tensors, with offsets once the header is written.
+func (w *Writer) Tensors() []TensorInfo { return w.tensors }
+
+func (w *Writer) align(n uint64) uint64 { return (n + w.alignment - 1) / w.alignment * w.alignment }
+
+// WriteHeader writes the magic, metadata and tensor directory, and fixes every
+// tensor's offset.
+func (w *Writer) WriteHeader() error {
+	if w.headerDone {
+		return fmt.Errorf("gguf: header written twice")
+	}
+	w.headerDone = true
+	var off uint64
+	for i := range w.tensors {
+		w.tensors[i].Offset = off
+		off = w.align(off + uint64(w.tensors[i].Size))
+	}
+	e := &encoder{w: w.w}
+	e.u32(Magic)
+	e.u32(w.Version)
+	e.u64(uint64(len(w.tensors)))
+	e.u64(uint64(len(w.kv)))
+	for _, kv := range w.kv {
+		e.str(kv.Key)
+		e.u32(uint32(kv.Value.typ))
+		e.value(kv.Value)
+	}
+	for _, t := range w.tensors {
+		e.str(t.Name)
+		e.u32(uint32(len(t.Dims)))
+		for _, d := range t.Dims {
+			e.u64(d)
+		}
+		e.u32(uint32(t.Type))
+		e.u64(t.Offset)
+	}
+	if e.err != nil {
+		return e.err
+	}
+	if err := w.pad(e.n); err != nil {
+		return err
+	}
+	w.cur = 0
+	if len(w.tensors) > 0 {
+		w.curLeft = w.tensors[0].Size
+	}
+	w.skipEmpty()
+	return nil
+}
+
+// pad writes zeros up to the next alignment boundary after n bytes.
+func (w *Writer) pad(n int64) error {
+	var zeros [64]byte
+	for k := int64(w.align(uint64(n))) - n; k > 0; {
+		c := min(k, int64(len(zeros)))
+		if _, err := w.w.Write(zeros[:c]); err != nil {
+			return err
+		}
+		k -= c
+	}
+	return nil
+}
+
+func (w *Writer) skipEmpty() {
+	for w.cur < len(w.tensors) && w.curLeft == 0 {
+		w.cur++
+		if w.cur < len(w.tensors) {
+			w.curLeft = w.tensors[w.cur].Size
+		}
+	}
+}
+
+// Write appends tensor data. Bytes fill the tensors in declaration order;
+// alignment padding between tensors is inserted automatically.
+func (w *Writer) Write(p []byte) (int, error) {
+	if !w.headerDone {
+		return 0, fmt.Errorf("gguf: tensor data written before the header")
+	}
+	written := 0
+	for len(p) > 0 {
+		if w.cur >= len(w.tensors) {
+			return written, fmt.Errorf("gguf: %d bytes of tensor data beyond the last tensor", len(p))
+		}
+		c := min(int64(len(p)), w.curLeft)
+		n, err := w.w.Write(p[:c])
+		written += n
+		w.pos += int64(n)
+		w.curLeft -= int64(n)
+		if err != nil {
+			return written, err
+		}
+		p = p[c:]
+		if w.curLeft == 0 {
+			if err := w.pad(w.pos); err != nil {
+				return written, err
+			}
+			w.pos = int64(w.align(uint64(w.pos)))
+			w.cur++
+			if w.cur < len(w.tensors) {
+				w.curLeft = w.tensors[w.cur].Size
+			}
+			w.skipEmpty()
+		}
+	}
+	return written, nil
+}
+
+// Current names the tensor whose bytes Write expects next ("" when all are written).
+func (w *Writer) Current() string {
+	if w.cur < len(w.tensors) {
+		return w.tensors[w.cur].Name
+	}
+	return ""
+}
+
+// Close flushes the output and checks that every tensor's data was written.
+// It does not close the underlying writer.
+func (w *Writer) Close() error {
+	if !w.headerDone {
+		if err := w.WriteHeader(); err != nil {
+			return err
+		}
+	}
+	if w.cur < len(w.tensors) {
+		return fmt.Errorf("gguf: tensor %q is missing %d bytes of data", w.tensors[w.cur].Name, w.curLeft)
+	}
+	return w.w.Flush()
+}
+
+// encoder writes little-endian values and remembers the first error.
+type encoder struct {
+	w   io.Writer
+	n   int64
+	err error
+	buf [8]byte
+}
+
+func (e *encoder) write(p []byte) {
+	if e.err != nil {
+		return
+	}
+	n, err := e.w.Write(p)
+	e.n += int64(n)
+	e.err = err
+}
+
+func (e *encoder) u8(x uint8)   { e.buf[0] = x; e.write(e.buf[:1]) }
+func (e *encoder) u16(x uint16) { binary.LittleEndian.PutUint16(e.buf[:], x); e.write(e.buf[:2]) }
+func (e *encoder) u32(x uint32) { binary.LittleEndian.PutUint32(e.buf[:], x); e.write(e.buf[:4]) }
+func (e *encoder) u64(x uint64) { binary.LittleEndian.PutUint64(e.buf[:], x); e.write(e.buf[:8]) }
+func (e *encoder) str(s string) { e.u64(uint64(len(s))); e.write([]byte(s)) }
+
+func (e *encoder) bool(b bool) {
+	if b {
+		e.u8(1)
+	} else {
+		e.u8(0)
+	}
+}
+
+func (e *encoder) value(v Value) {
+	switch x := v.v.(type) {
+	case uint8:
+		e.u8(x)
+	case int8:
+		e.u8(uint8(x))
+	case uint16:
+		e.u16(x)
+	case int16:
+		e.u16(uint16(x))
+	case uint32:
+		e.u32(x)
+	case int32:
+		e.u32(uint32(x))
+	case float32:
+		e.u32(math.Float32bits(x))
+	case bool:
+		e.bool(x)
+	case string:
+		e.str(x)
+	case uint64:
+		e.u64(x)
+	case int64:
+		e.u64(uint64(x))
+	case float64:
+		e.u64(math.Float64bits(x))
+	default:
+		e.array(v)
+	}
+}
+
+func (e *encoder) array(v Value) {
+	e.u32(uint32(v.elem))
+	e.u64(uint64(v.Len()))
+	switch x := v.v.(type) {
+	case []uint8:
+		e.write(x)
+	case []int8:
+		for _, y := range x {
+			e.u8(uint8(y))
+		}
+	case []bool:
+		for _, y := range x {
+			e.bool(y)
+		}
+	case []uint16:
+		for _, y := range x {
+			e.u16(y)
+		}
+	case []int16:
+		for _, y := range x {
+			e.u16(uint16(y))
+		}
+	case []uint32:
+		for _, y := range x {
+			e.u32(y)
+		}
+	case []int32:
+		for _, y := range x {
+			e.u32(uint32(y))
+		}
+	case []float32:
+		for _, y := range x {
+			e.u32(math.Float32bits(y))
+		}
+	case []uint64:
+		for _, y := range x {
+			e.u64(y)
+		}
+	case []int64:
+		for _, y := range x {
+			e.u64(uint64(y))
+		}
+	case []float64:
+		for _, y := range x {
+			e.u64(math.Float64bits(y))
+		}
+	case []string:
+		for _, y := range x {
+			e.str(y)
+		}
+	case []Value:
+		for _, y := range x {
+			e.array(y)
+		}
+	default:
+		if e.err == nil {
+			e.err = fmt.Errorf("gguf: cannot encode a value of Go type %T", v.v)
+		}
+	}
+}
