@@ -12,7 +12,9 @@ import (
 // Open maps the file at path read-only and parses it. The mapping is shared
 // with the page cache, so opening a 17 GB model costs only the header's pages.
 func Open(path string) (*File, error) {
-	fd, err := os.Open(path)
+	// O_NONBLOCK so that a FIFO (or a device) fails the regular-file check
+	// below instead of blocking in open until a writer appears.
+	fd, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -22,7 +24,7 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
+		return nil, fmt.Errorf("%s: not a GGUF file: not a regular file (mode %v)", path, st.Mode())
 	}
 	size := st.Size()
 	if size == 0 {

@@ -8,12 +8,14 @@
 package gguf
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"math/bits"
-	"sort"
+	"slices"
+	"strconv"
 
 	"github.com/latent-ai/latent/quant"
 )
@@ -115,7 +117,9 @@ func (f *File) Close() error {
 }
 
 // Parse reads a GGUF image held in memory. name labels errors. data is kept,
-// not copied: tensor data are slices of it.
+// not copied: tensor data are slices of it. A malformed image gives an error
+// that starts with name and says what is wrong and where; truncation errors
+// wrap ErrTruncated.
 func Parse(name string, data []byte) (*File, error) {
 	f := &File{Name: name, Size: int64(len(data)), data: data}
 	if err := f.parse(); err != nil {
@@ -124,19 +128,31 @@ func Parse(name string, data []byte) (*File, error) {
 	return f, nil
 }
 
-// A decoder walks the header, refusing any read past the end.
+// ErrTruncated is wrapped by every error about a read past the end of the file.
+var ErrTruncated = errors.New("file is truncated")
+
+// The fewest bytes a tensor directory entry (name length, rank, one
+// dimension, type, offset) and a metadata entry (key length, type, a one-byte
+// value) can take: claimed counts are checked against them before anything is
+// allocated for them.
+const (
+	minTensorInfo = 8 + 4 + 8 + 4 + 8
+	minKV         = 8 + 4 + 1
+)
+
+// A decoder walks the header, refusing any read past the end. The what
+// arguments are constants so that the success path formats nothing; callers
+// wrap errors with the key, element or tensor they concern.
 type decoder struct {
 	b   []byte
 	off int
 }
 
-var errTruncated = errors.New("file is truncated")
-
 func (d *decoder) left() int { return len(d.b) - d.off }
 
 func (d *decoder) bytes(n int, what string) ([]byte, error) {
 	if n < 0 || n > d.left() {
-		return nil, fmt.Errorf("%s at offset %d: %w", what, d.off, errTruncated)
+		return nil, fmt.Errorf("%s (%d bytes) at offset %d: %w", what, n, d.off, ErrTruncated)
 	}
 	p := d.b[d.off : d.off+n]
 	d.off += n
@@ -166,7 +182,7 @@ func (d *decoder) str(what string) (string, error) {
 		return "", err
 	}
 	if n > uint64(d.left()) {
-		return "", fmt.Errorf("%s at offset %d claims %d bytes but only %d remain in the file", what, at, n, d.left())
+		return "", fmt.Errorf("%s at offset %d claims %d bytes but only %d remain in the file: %w", what, at, n, d.left(), ErrTruncated)
 	}
 	p, _ := d.bytes(int(n), what)
 	return string(p), nil
@@ -180,13 +196,20 @@ func (d *decoder) count(what string, minEach int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if minEach < 1 {
-		minEach = 1
-	}
 	if n > uint64(d.left()/minEach) {
 		return 0, fmt.Errorf("%s at offset %d is %d, more than the %d bytes left in the file can hold", what, at, n, d.left())
 	}
 	return int(n), nil
+}
+
+// clip shortens a name read from the file for an error message, so that a
+// hostile megabyte-long key does not become a megabyte-long message.
+func clip(s string) string {
+	const most = 80
+	if len(s) > most {
+		return fmt.Sprintf("%q... (%d bytes)", s[:most], len(s))
+	}
+	return strconv.Quote(s)
 }
 
 func (f *File) parse() error {
@@ -202,41 +225,45 @@ func (f *File) parse() error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case f.Version == 2 || f.Version == 3:
-	case f.Version == 1:
+	switch v, swapped := f.Version, bits.ReverseBytes32(f.Version); {
+	case v == 2 || v == 3:
+	case v == 1:
 		return fmt.Errorf("GGUF version 1 is not supported (only 2 and 3): convert the file again with a current llama.cpp")
-	case bits.ReverseBytes32(f.Version) <= 3:
-		return fmt.Errorf("big-endian GGUF (version %d) is not supported", bits.ReverseBytes32(f.Version))
+	case swapped >= 1 && swapped <= 3:
+		return fmt.Errorf("big-endian GGUF (version %d stored byte-swapped) is not supported", swapped)
 	default:
-		return fmt.Errorf("unknown GGUF version %d (supported: 2, 3)", f.Version)
+		return fmt.Errorf("unknown GGUF version %d (supported: 2, 3)", v)
 	}
-	nTensors, err := d.count("tensor count", 8+4+4+8) // name length, rank, type, offset
+	nTensors, err := d.count("tensor count", minTensorInfo)
 	if err != nil {
 		return err
 	}
-	nKV, err := d.count("metadata count", 8+4+1) // key length, type, smallest value
+	nKV, err := d.count("metadata count", minKV)
 	if err != nil {
 		return err
+	}
+	// Each count fits the remaining bytes alone; together they must too.
+	if need := uint64(nTensors)*minTensorInfo + uint64(nKV)*minKV; need > uint64(d.left()) {
+		return fmt.Errorf("%d tensors and %d metadata entries need at least %d bytes but only %d remain in the file", nTensors, nKV, need, d.left())
 	}
 
 	f.KV = make([]KV, 0, nKV)
 	f.keys = make(map[string]int, nKV)
 	for i := 0; i < nKV; i++ {
-		key, err := d.str(fmt.Sprintf("metadata key #%d", i))
+		key, err := d.str("key")
 		if err != nil {
-			return err
+			return fmt.Errorf("metadata #%d: %w", i, err)
 		}
-		if _, dup := f.keys[key]; dup {
-			return fmt.Errorf("metadata key %q appears twice", key)
+		if j, dup := f.keys[key]; dup {
+			return fmt.Errorf("metadata key %s appears twice (entries #%d and #%d)", clip(key), j, i)
 		}
-		t, err := d.u32(fmt.Sprintf("type of metadata %q", key))
+		t, err := d.u32("value type")
 		if err != nil {
-			return err
+			return fmt.Errorf("metadata %s: %w", clip(key), err)
 		}
 		v, err := d.value(ValueType(t), 0)
 		if err != nil {
-			return fmt.Errorf("metadata %q: %w", key, err)
+			return fmt.Errorf("metadata %s: %w", clip(key), err)
 		}
 		f.keys[key] = len(f.KV)
 		f.KV = append(f.KV, KV{Key: key, Value: v})
@@ -254,18 +281,25 @@ func (f *File) parse() error {
 		f.Alignment = uint64(a)
 	}
 
+	// The metadata may have used most of the bytes the count was checked against.
+	if nTensors > d.left()/minTensorInfo {
+		return fmt.Errorf("tensor count %d is more than the %d bytes left after the metadata can hold", nTensors, d.left())
+	}
 	f.Tensors = make([]TensorInfo, 0, nTensors)
 	f.tensors = make(map[string]int, nTensors)
 	for i := 0; i < nTensors; i++ {
-		t, err := d.tensorInfo(i)
+		t, err := d.tensorInfo()
 		if err != nil {
-			return err
+			if t.Name == "" {
+				return fmt.Errorf("tensor #%d: %w", i, err)
+			}
+			return fmt.Errorf("tensor #%d %s: %w", i, clip(t.Name), err)
 		}
-		if _, dup := f.tensors[t.Name]; dup {
-			return fmt.Errorf("tensor %q appears twice", t.Name)
+		if j, dup := f.tensors[t.Name]; dup {
+			return fmt.Errorf("tensor %s appears twice (tensors #%d and #%d)", clip(t.Name), j, i)
 		}
 		if t.Offset%f.Alignment != 0 {
-			return fmt.Errorf("tensor %q: data offset %d is not a multiple of the alignment %d", t.Name, t.Offset, f.Alignment)
+			return fmt.Errorf("tensor %s: data offset %d is not a multiple of the alignment %d", clip(t.Name), t.Offset, f.Alignment)
 		}
 		f.tensors[t.Name] = len(f.Tensors)
 		f.Tensors = append(f.Tensors, t)
@@ -276,76 +310,82 @@ func (f *File) parse() error {
 	return f.checkData()
 }
 
-func (d *decoder) tensorInfo(i int) (TensorInfo, error) {
+// tensorInfo reads one directory entry. On error the name, if it was read, is
+// in the returned TensorInfo for the caller's message.
+func (d *decoder) tensorInfo() (TensorInfo, error) {
 	var t TensorInfo
 	var err error
-	if t.Name, err = d.str(fmt.Sprintf("tensor #%d name", i)); err != nil {
+	if t.Name, err = d.str("name"); err != nil {
 		return t, err
 	}
-	rank, err := d.u32(fmt.Sprintf("tensor %q rank", t.Name))
+	rank, err := d.u32("rank")
 	if err != nil {
 		return t, err
 	}
 	if rank == 0 || rank > MaxDims {
-		return t, fmt.Errorf("tensor %q has %d dimensions (must be 1 to %d)", t.Name, rank, MaxDims)
+		return t, fmt.Errorf("%d dimensions (must be 1 to %d)", rank, MaxDims)
 	}
 	t.Dims = make([]uint64, rank)
-	elements := uint64(1)
+	// The product of the non-zero dimensions must fit in an int64, so that
+	// no partial product a consumer computes can overflow either, whatever
+	// the order and even when another dimension is zero.
+	elements, product := uint64(1), uint64(1)
 	for j := range t.Dims {
-		if t.Dims[j], err = d.u64(fmt.Sprintf("tensor %q dimension %d", t.Name, j)); err != nil {
+		if t.Dims[j], err = d.u64("dimension"); err != nil {
 			return t, err
 		}
-		hi, lo := bits.Mul64(elements, t.Dims[j])
+		hi, lo := bits.Mul64(product, max(t.Dims[j], 1))
 		if hi != 0 || lo > math.MaxInt64 {
-			return t, fmt.Errorf("tensor %q: dimensions %v overflow the element count", t.Name, t.Dims[:j+1])
+			return t, fmt.Errorf("dimensions %v overflow the element count", t.Dims[:j+1])
 		}
-		elements = lo
+		product = lo
+		elements *= t.Dims[j]
 	}
-	typ, err := d.u32(fmt.Sprintf("tensor %q type", t.Name))
+	typ, err := d.u32("type")
 	if err != nil {
 		return t, err
 	}
 	t.Type = quant.Type(typ)
 	if !t.Type.Known() {
-		return t, fmt.Errorf("tensor %q has unknown type %d", t.Name, typ)
+		return t, fmt.Errorf("unknown tensor type %d", typ)
 	}
 	if t.Dims[0]%uint64(t.Type.BlockSize()) != 0 {
-		return t, fmt.Errorf("tensor %q: row length %d is not a multiple of the %s block size %d", t.Name, t.Dims[0], t.Type, t.Type.BlockSize())
+		return t, fmt.Errorf("row length %d is not a multiple of the %s block size %d", t.Dims[0], t.Type, t.Type.BlockSize())
 	}
 	if t.Size, err = t.Type.RowBytes(int64(elements)); err != nil {
-		return t, fmt.Errorf("tensor %q: %w", t.Name, err)
+		return t, err
 	}
-	if t.Offset, err = d.u64(fmt.Sprintf("tensor %q offset", t.Name)); err != nil {
+	if t.Offset, err = d.u64("offset"); err != nil {
 		return t, err
 	}
 	return t, nil
 }
 
-// checkData verifies that every tensor lies inside the file and that no two overlap.
+// checkData verifies that every tensor lies inside the file and that no two
+// overlap. Empty tensors occupy no bytes and so overlap nothing.
 func (f *File) checkData() error {
 	if len(f.Tensors) > 0 && f.DataOffset > f.Size {
-		return fmt.Errorf("data section starts at %d, past the end of the %d-byte file: %w", f.DataOffset, f.Size, errTruncated)
+		return fmt.Errorf("data section starts at %d, past the end of the %d-byte file: %w", f.DataOffset, f.Size, ErrTruncated)
 	}
 	avail := uint64(f.Size - min(f.DataOffset, f.Size))
-	order := make([]int, len(f.Tensors))
-	for i := range order {
-		order[i] = i
-	}
-	sort.Slice(order, func(a, b int) bool { return f.Tensors[order[a]].Offset < f.Tensors[order[b]].Offset })
-	var prevEnd uint64
-	prev := ""
-	for _, i := range order {
+	order := make([]int, 0, len(f.Tensors))
+	for i := range f.Tensors {
 		t := &f.Tensors[i]
 		end := t.Offset + uint64(t.Size)
 		if end < t.Offset || end > avail {
-			return fmt.Errorf("tensor %q: data [%d, %d) runs past the end of the file (%d bytes of data): %w",
-				t.Name, t.Offset, end, avail, errTruncated)
-		}
-		if prev != "" && t.Offset < prevEnd {
-			return fmt.Errorf("tensor %q overlaps tensor %q in the data section", t.Name, prev)
+			return fmt.Errorf("tensor %s: data [%d, %d) runs past the end of the file (%d bytes of data from offset %d): %w",
+				clip(t.Name), t.Offset, end, avail, f.DataOffset, ErrTruncated)
 		}
 		if t.Size > 0 {
-			prevEnd, prev = end, t.Name
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(f.Tensors[a].Offset, f.Tensors[b].Offset) })
+	for k := 1; k < len(order); k++ {
+		p, t := &f.Tensors[order[k-1]], &f.Tensors[order[k]]
+		if t.Offset < p.Offset+uint64(p.Size) {
+			return fmt.Errorf("tensor %s (data [%d, %d)) overlaps tensor %s (data [%d, %d))",
+				clip(t.Name), t.Offset, t.Offset+uint64(t.Size), clip(p.Name), p.Offset, p.Offset+uint64(p.Size))
 		}
 	}
 	return nil
@@ -353,7 +393,7 @@ func (f *File) checkData() error {
 
 func (d *decoder) value(t ValueType, depth int) (Value, error) {
 	if fs := t.fixedSize(); fs > 0 {
-		p, err := d.bytes(fs, t.String()+" value")
+		p, err := d.bytes(fs, "value")
 		if err != nil {
 			return Value{}, err
 		}
@@ -361,7 +401,7 @@ func (d *decoder) value(t ValueType, depth int) (Value, error) {
 	}
 	switch t {
 	case TypeString:
-		s, err := d.str("string value")
+		s, err := d.str("string")
 		return Value{typ: t, v: s}, err
 	case TypeArray:
 		if depth >= maxNesting {
@@ -373,7 +413,7 @@ func (d *decoder) value(t ValueType, depth int) (Value, error) {
 		}
 		elem := ValueType(et)
 		if elem.minSize() == 0 {
-			return Value{}, fmt.Errorf("array of unknown value type %d", et)
+			return Value{}, fmt.Errorf("unknown array element type %d", et)
 		}
 		n, err := d.count("array length", elem.minSize())
 		if err != nil {
@@ -431,8 +471,8 @@ func (d *decoder) array(elem ValueType, n, depth int) (Value, error) {
 		s := make([]string, n)
 		for i := range s {
 			var err error
-			if s[i], err = d.str(fmt.Sprintf("array string #%d", i)); err != nil {
-				return v, err
+			if s[i], err = d.str("string"); err != nil {
+				return v, fmt.Errorf("array element #%d: %w", i, err)
 			}
 		}
 		v.v = s
@@ -441,7 +481,7 @@ func (d *decoder) array(elem ValueType, n, depth int) (Value, error) {
 		for i := range a {
 			var err error
 			if a[i], err = d.value(TypeArray, depth+1); err != nil {
-				return v, err
+				return v, fmt.Errorf("array element #%d: %w", i, err)
 			}
 		}
 		v.v = a
@@ -464,7 +504,7 @@ func fixedArray(elem ValueType, p []byte, n int) (any, error) {
 		a := make([]bool, n)
 		for i := range a {
 			if p[i] > 1 {
-				return nil, fmt.Errorf("bool element #%d is %d, neither 0 nor 1", i, p[i])
+				return nil, fmt.Errorf("bool array element #%d is %d, neither 0 nor 1", i, p[i])
 			}
 			a[i] = p[i] == 1
 		}

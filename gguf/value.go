@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 )
@@ -93,14 +94,35 @@ func Uint64(x uint64) Value   { return Value{typ: TypeUint64, v: x} }
 func Int64(x int64) Value     { return Value{typ: TypeInt64, v: x} }
 func Float64(x float64) Value { return Value{typ: TypeFloat64, v: x} }
 
-// Strings, Int32s, Float32s and Uint8s build arrays of the common element types.
-func Strings(x []string) Value   { return Value{typ: TypeArray, elem: TypeString, v: x} }
+// Array constructors, one per element type. The slice is kept, not copied.
+func Uint8s(x []uint8) Value     { return Value{typ: TypeArray, elem: TypeUint8, v: x} }
+func Int8s(x []int8) Value       { return Value{typ: TypeArray, elem: TypeInt8, v: x} }
+func Uint16s(x []uint16) Value   { return Value{typ: TypeArray, elem: TypeUint16, v: x} }
+func Int16s(x []int16) Value     { return Value{typ: TypeArray, elem: TypeInt16, v: x} }
+func Uint32s(x []uint32) Value   { return Value{typ: TypeArray, elem: TypeUint32, v: x} }
 func Int32s(x []int32) Value     { return Value{typ: TypeArray, elem: TypeInt32, v: x} }
 func Float32s(x []float32) Value { return Value{typ: TypeArray, elem: TypeFloat32, v: x} }
-func Uint8s(x []uint8) Value     { return Value{typ: TypeArray, elem: TypeUint8, v: x} }
+func Bools(x []bool) Value       { return Value{typ: TypeArray, elem: TypeBool, v: x} }
+func Strings(x []string) Value   { return Value{typ: TypeArray, elem: TypeString, v: x} }
+func Uint64s(x []uint64) Value   { return Value{typ: TypeArray, elem: TypeUint64, v: x} }
+func Int64s(x []int64) Value     { return Value{typ: TypeArray, elem: TypeInt64, v: x} }
+func Float64s(x []float64) Value { return Value{typ: TypeArray, elem: TypeFloat64, v: x} }
 
 // Arrays builds an array of arrays.
 func Arrays(x []Value) Value { return Value{typ: TypeArray, elem: TypeArray, v: x} }
+
+// Equal reports whether v and w have the same type and the same encoding:
+// floats compare by their bits, so a NaN equals itself and -0 differs from 0.
+func (v Value) Equal(w Value) bool {
+	if v.typ != w.typ || v.elem != w.elem {
+		return false
+	}
+	var a, b bytes.Buffer
+	ea, eb := encoder{w: &a}, encoder{w: &b}
+	ea.value(v)
+	eb.value(w)
+	return ea.err == nil && eb.err == nil && bytes.Equal(a.Bytes(), b.Bytes())
+}
 
 // String returns a string value.
 func (v Value) String() (string, bool) {

@@ -42,6 +42,9 @@ func (w *Writer) SetKV(key string, v Value) error {
 	if w.keys[key] {
 		return fmt.Errorf("gguf: metadata key %q set twice", key)
 	}
+	if err := checkValue(v, 0); err != nil {
+		return fmt.Errorf("gguf: metadata %q: %w", key, err)
+	}
 	if key == "general.alignment" {
 		a, ok := v.v.(uint32)
 		if !ok || a == 0 || a&(a-1) != 0 {
@@ -68,11 +71,14 @@ func (w *Writer) AddTensor(name string, typ quant.Type, dims ...uint64) error {
 	if !typ.Known() {
 		return fmt.Errorf("gguf: tensor %q has unknown type %d", name, uint32(typ))
 	}
-	n := int64(1)
+	// As the reader demands: the product of the non-zero dimensions fits in
+	// an int64. A zero dimension makes an empty tensor, which ggml allows.
+	n, product := int64(1), int64(1)
 	for _, d := range dims {
-		if d == 0 || d > math.MaxInt64/uint64(n) {
-			return fmt.Errorf("gguf: tensor %q has bad dimensions %v", name, dims)
+		if max(d, 1) > uint64(math.MaxInt64/product) {
+			return fmt.Errorf("gguf: tensor %q: dimensions %v overflow the element count", name, dims)
 		}
+		product *= int64(max(d, 1))
 		n *= int64(d)
 	}
 	if dims[0]%uint64(typ.BlockSize()) != 0 {
@@ -97,6 +103,9 @@ func (w *Writer) align(n uint64) uint64 { return (n + w.alignment - 1) / w.align
 func (w *Writer) WriteHeader() error {
 	if w.headerDone {
 		return fmt.Errorf("gguf: header written twice")
+	}
+	if w.Version != 2 && w.Version != 3 {
+		return fmt.Errorf("gguf: cannot write version %d (only 2 and 3)", w.Version)
 	}
 	w.headerDone = true
 	var off uint64
@@ -214,6 +223,93 @@ func (w *Writer) Close() error {
 		return fmt.Errorf("gguf: tensor %q is missing %d bytes of data", w.tensors[w.cur].Name, w.curLeft)
 	}
 	return w.w.Flush()
+}
+
+// checkValue reports why v cannot be written so that a reader accepts it: a
+// type tag that disagrees with the Go value (the zero Value, say), or arrays
+// nested deeper than the reader's limit.
+func checkValue(v Value, depth int) error {
+	typ, elem, ok := tagOf(v.v)
+	if !ok {
+		return fmt.Errorf("cannot encode a value of Go type %T", v.v)
+	}
+	if typ != v.typ || (typ == TypeArray && elem != v.elem) {
+		return fmt.Errorf("value tagged %s (elements %s) holds a Go %T", v.typ, v.elem, v.v)
+	}
+	if typ != TypeArray {
+		return nil
+	}
+	if depth >= maxNesting {
+		return fmt.Errorf("arrays nested more than %d deep", maxNesting)
+	}
+	if a, ok := v.v.([]Value); ok {
+		for i, e := range a {
+			if e.typ != TypeArray {
+				return fmt.Errorf("element #%d of an array of arrays is a %s", i, e.typ)
+			}
+			if err := checkValue(e, depth+1); err != nil {
+				return fmt.Errorf("element #%d: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// tagOf is the type tag (and element type, for arrays) of a Go value as Value holds it.
+func tagOf(x any) (typ, elem ValueType, ok bool) {
+	switch x.(type) {
+	case uint8:
+		return TypeUint8, 0, true
+	case int8:
+		return TypeInt8, 0, true
+	case uint16:
+		return TypeUint16, 0, true
+	case int16:
+		return TypeInt16, 0, true
+	case uint32:
+		return TypeUint32, 0, true
+	case int32:
+		return TypeInt32, 0, true
+	case float32:
+		return TypeFloat32, 0, true
+	case bool:
+		return TypeBool, 0, true
+	case string:
+		return TypeString, 0, true
+	case uint64:
+		return TypeUint64, 0, true
+	case int64:
+		return TypeInt64, 0, true
+	case float64:
+		return TypeFloat64, 0, true
+	case []uint8:
+		return TypeArray, TypeUint8, true
+	case []int8:
+		return TypeArray, TypeInt8, true
+	case []uint16:
+		return TypeArray, TypeUint16, true
+	case []int16:
+		return TypeArray, TypeInt16, true
+	case []uint32:
+		return TypeArray, TypeUint32, true
+	case []int32:
+		return TypeArray, TypeInt32, true
+	case []float32:
+		return TypeArray, TypeFloat32, true
+	case []bool:
+		return TypeArray, TypeBool, true
+	case []string:
+		return TypeArray, TypeString, true
+	case []uint64:
+		return TypeArray, TypeUint64, true
+	case []int64:
+		return TypeArray, TypeInt64, true
+	case []float64:
+		return TypeArray, TypeFloat64, true
+	case []Value:
+		return TypeArray, TypeArray, true
+	}
+	return 0, 0, false
 }
 
 // encoder writes little-endian values and remembers the first error.
