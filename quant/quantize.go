@@ -20,6 +20,9 @@ var encoders = map[Type]blockEncoder{
 	Q5_0: quantQ5_0,
 	Q5_1: quantQ5_1,
 	Q8_0: quantQ8_0,
+	Q4_K: quantQ4K,
+	Q5_K: quantQ5K,
+	Q6_K: quantQ6K,
 }
 
 // CanQuantize reports whether Quantize supports t.
