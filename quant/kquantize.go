@@ -15,8 +15,17 @@ func roundInt(v float32, lo, hi int) int {
 	return max(lo, min(hi, int(math.Round(float64(v)))))
 }
 
-// f16Round is f rounded through binary16, the value the decoder will see.
-func f16Round(f float32) float32 { return F16ToF32(F32ToF16(f)) }
+// f16RoundUp is f rounded through binary16 to the nearest half whose
+// magnitude is not below |f|. Super-block scales round this way so that no
+// sub-block scale divided by them exceeds the integer range; rounding to
+// nearest could cost several percent where d lands among f16 subnormals.
+func f16RoundUp(f float32) float32 {
+	h := F32ToF16(f)
+	if abs32(F16ToF32(h)) < abs32(f) && h&0x7fff < 0x7bff {
+		h++ // the next half away from zero
+	}
+	return F16ToF32(h)
+}
 
 // fitAffine finds scale ≥ 0 and mn ≥ 0 with x ≈ scale·q - mn for integers q
 // in [0, nmax], minimising the squared error. The range always includes 0
@@ -114,7 +123,7 @@ func quantKAffine(x []float32, b []byte, nmax int, q *[QK_K]uint8) {
 		maxScale = max(maxScale, scales[s])
 		maxMin = max(maxMin, mins[s])
 	}
-	d, dmin := f16Round(maxScale/63), f16Round(maxMin/63)
+	d, dmin := f16RoundUp(maxScale/63), f16RoundUp(maxMin/63)
 	putF16(b[0:], d)
 	putF16(b[2:], dmin)
 	var sc, m [8]uint8
@@ -182,20 +191,23 @@ func quantQ6K(x []float32, b []byte) {
 	for s := range scales {
 		scales[s] = fitSymmetric(x[16*s:16*s+16], 32)
 	}
-	// The scale of largest magnitude maps to -128, as weights do in Q4_0.
+	// The scale of largest magnitude maps to -128 (d has the opposite sign),
+	// as weights do in Q4_0, to use the asymmetric int8 range fully.
 	mx := signedAbsMax(scales[:])
 	ql, qh, sb := b[0:128], b[128:192], b[192:208]
 	clear(ql)
 	clear(qh)
 	// An all-zero block keeps d = 0 and every q = 0 (stored as 32).
-	var iscale, d float32
+	var d float32
 	if mx != 0 {
-		iscale = -128 / mx
-		d = f16Round(1 / iscale)
+		d = f16RoundUp(mx / -128)
 	}
 	putF16(b[208:], d)
 	for s := range scales {
-		sc := int8(roundInt(iscale*scales[s], -128, 127))
+		var sc int8
+		if d != 0 {
+			sc = int8(roundInt(scales[s]/d, -128, 127))
+		}
 		sb[s] = byte(sc)
 		ds := d * float32(sc)
 		for j := 0; j < 16; j++ {
