@@ -1,0 +1,69 @@
+package synth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// WriteFile writes the model for opts to path. The file appears complete or
+// not at all: data goes to a temporary file in the same directory, which is
+// synced and renamed over path only when everything is written, and removed
+// on any error or cancellation (cancel ctx on Ctrl-C).
+func WriteFile(ctx context.Context, path string, opts Options) (*Model, int64, error) {
+	m, err := Plan(opts)
+	if err != nil {
+		return nil, 0, err
+	}
+	n, err := m.WriteFile(ctx, path)
+	return m, n, err
+}
+
+// WriteFile writes the model to path atomically; see the package function.
+func (m *Model) WriteFile(ctx context.Context, path string) (n int64, err error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return 0, fmt.Errorf("%s is a directory", path)
+	}
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return 0, fmt.Errorf("create %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if n, err = m.WriteTo(ctx, f); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return n, fmt.Errorf("write %s: interrupted", path)
+		}
+		return n, fmt.Errorf("write %s: %w", path, err)
+	}
+	// CreateTemp makes the file private; a model file is ordinary data.
+	if err = f.Chmod(0o644); err != nil {
+		return n, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return n, fmt.Errorf("write %s: sync: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return n, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return n, fmt.Errorf("write %s: %w", path, err)
+	}
+	// Make the rename itself durable; failing to is not worth failing for.
+	if d, derr := os.Open(dir); derr == nil {
+		d.Sync()
+		d.Close()
+	}
+	return n, nil
+}
