@@ -177,15 +177,30 @@ func (d *decoder) u64(what string) (uint64, error) {
 
 func (d *decoder) str(what string) (string, error) {
 	at := d.off
-	n, err := d.u64(what + " length")
-	if err != nil {
-		return "", err
+	if d.left() < 8 { // checked here so that no message is built on success
+		return "", fmt.Errorf("%s length (8 bytes) at offset %d: %w", what, at, ErrTruncated)
 	}
+	n := binary.LittleEndian.Uint64(d.b[d.off:])
+	d.off += 8
 	if n > uint64(d.left()) {
 		return "", fmt.Errorf("%s at offset %d claims %d bytes but only %d remain in the file: %w", what, at, n, d.left(), ErrTruncated)
 	}
 	p, _ := d.bytes(int(n), what)
 	return string(p), nil
+}
+
+// skipStr checks and steps over a string, returning its length.
+func (d *decoder) skipStr() (int, error) {
+	at := d.off
+	n, err := d.u64("string length")
+	if err != nil {
+		return 0, err
+	}
+	if n > uint64(d.left()) {
+		return 0, fmt.Errorf("string at offset %d claims %d bytes but only %d remain in the file: %w", at, n, d.left(), ErrTruncated)
+	}
+	d.off += int(n)
+	return int(n), nil
 }
 
 // count reads an element count and checks that at least minEach bytes per
@@ -247,8 +262,11 @@ func (f *File) parse() error {
 		return fmt.Errorf("%d tensors and %d metadata entries need at least %d bytes but only %d remain in the file", nTensors, nKV, need, d.left())
 	}
 
+	// The slice is sized to the claimed count, which is bounded above; the
+	// lookup map, whose slots cost more than the bytes an entry needs, grows
+	// with the entries really read.
 	f.KV = make([]KV, 0, nKV)
-	f.keys = make(map[string]int, nKV)
+	f.keys = make(map[string]int)
 	for i := 0; i < nKV; i++ {
 		key, err := d.str("key")
 		if err != nil {
@@ -286,7 +304,7 @@ func (f *File) parse() error {
 		return fmt.Errorf("tensor count %d is more than the %d bytes left after the metadata can hold", nTensors, d.left())
 	}
 	f.Tensors = make([]TensorInfo, 0, nTensors)
-	f.tensors = make(map[string]int, nTensors)
+	f.tensors = make(map[string]int)
 	for i := 0; i < nTensors; i++ {
 		t, err := d.tensorInfo()
 		if err != nil {
@@ -468,12 +486,21 @@ func (d *decoder) array(elem ValueType, n, depth int) (Value, error) {
 	}
 	switch elem {
 	case TypeString:
-		s := make([]string, n)
-		for i := range s {
-			var err error
-			if s[i], err = d.str("string"); err != nil {
+		// A vocabulary is 100k+ short strings: validate them all, then copy
+		// their bytes (length prefixes included) into one string and slice
+		// it, one allocation instead of one per token.
+		start := d.off
+		for i := 0; i < n; i++ {
+			if _, err := d.skipStr(); err != nil {
 				return v, fmt.Errorf("array element #%d: %w", i, err)
 			}
+		}
+		blob := string(d.b[start:d.off])
+		s := make([]string, n)
+		for i, at := 0, 0; i < n; i++ {
+			l := int(binary.LittleEndian.Uint64(d.b[start+at:]))
+			s[i] = blob[at+8 : at+8+l]
+			at += 8 + l
 		}
 		v.v = s
 	case TypeArray:
