@@ -1,0 +1,107 @@
+// Package backend is the boundary between a model's forward pass and the
+// hardware that runs it. The model is written once against the small set of
+// fused operations in Ops; the CPU backend runs each directly, the CUDA backend
+// records a whole decode step and replays it.
+package backend
+
+import "github.com/latent-ai/latent/quant"
+
+// Tensor is an activation buffer on the backend: Rows × Cols float32, row
+// major. A row is one token of a batch. Views share storage with their parent.
+type Tensor interface {
+	Rows() int
+	Cols() int
+}
+
+// Weight is a model parameter held by the backend in its file encoding.
+// Dims are innermost first, as in GGUF: Dims[0] is the row length.
+type Weight interface {
+	Name() string
+	Type() quant.Type
+	Dims() []uint64
+}
+
+// Cache is the latent attention cache: for every layer and position one row
+// of Width values (kv_lora latent followed by the rope key).
+type Cache interface {
+	Layers() int
+	Positions() int
+	Width() int
+}
+
+// Rope describes rotary position embedding over adjacent pairs (x[2i], x[2i+1]).
+// Freqs[i] is the angle per position of pair i, YaRN already folded in.
+type Rope struct {
+	Freqs []float32
+}
+
+// Routing describes how a mixture-of-experts layer scores and weights experts.
+type Routing struct {
+	Sigmoid bool    // sigmoid scores; otherwise softmax
+	Used    int     // experts picked per token
+	Norm    bool    // divide the picked weights by their sum
+	Scale   float32 // multiply the picked weights
+}
+
+// MoE is one mixture-of-experts layer's weights. Gate/Up/Down hold every
+// routed expert ({in, out, experts}); Bias, when present, only shifts selection.
+type MoE struct {
+	Router Weight // {dim, experts}
+	Bias   Weight // {experts} or nil
+	Gate   Weight // {dim, ff, experts}
+	Up     Weight
+	Down   Weight // {ff, dim, experts}
+}
+
+// Backend allocates and runs.
+type Backend interface {
+	Name() string
+	// Weight adopts a parameter. data is the tensor's bytes in the model file
+	// and stays valid for the backend's life (the file is memory-mapped).
+	Weight(name string, typ quant.Type, dims []uint64, data []byte) (Weight, error)
+	// Tensor allocates a zeroed activation buffer.
+	Tensor(rows, cols int) Tensor
+	// Cache allocates the latent cache once, for the whole context.
+	Cache(layers, positions, width int) (Cache, error)
+	// Read copies a tensor out to host memory (len(dst) = Rows·Cols).
+	Read(t Tensor, dst []float32)
+	Ops
+	Close() error
+}
+
+// Ops are the fused operations a forward pass is made of. Unless said
+// otherwise dst and the sources have the same number of rows, one per token.
+type Ops interface {
+	// View is columns [col, col+cols) of t, sharing storage.
+	View(t Tensor, col, cols int) Tensor
+	// RowsOf is rows [row, row+rows) of t, sharing storage.
+	RowsOf(t Tensor, row, rows int) Tensor
+	// Embed sets dst[i] to row tokens[i] of table {dim, vocab}.
+	Embed(dst Tensor, table Weight, tokens []int32)
+	// RMSNorm sets dst = src / sqrt(mean(src²) + eps) · w, row by row.
+	RMSNorm(dst, src Tensor, w Weight, eps float32)
+	// MatMul sets dst = src · Wᵀ for W {in, out}: dst[t][o] = Σ_i W[o][i]·src[t][i].
+	MatMul(dst Tensor, w Weight, src Tensor)
+	// MatMulAdd adds src · Wᵀ into dst (the residual connection, fused).
+	MatMulAdd(dst Tensor, w Weight, src Tensor)
+	// RoPE rotates, in every head of width stride, the n values from column
+	// off, token t at position pos[t].
+	RoPE(t Tensor, stride, off, n int, pos []int32, r *Rope)
+	// CacheStore writes src[t] (Width values) as layer's cache row at pos[t].
+	CacheStore(c Cache, layer int, pos []int32, src Tensor)
+	// Attention is absorbed multi-head latent attention (notes §3 steps 6–8).
+	// q holds per head [q_nope | q_pe] (RoPE applied); kb {nope, kv_lora,
+	// heads} absorbs q_nope into the latent space; each token t attends to
+	// layer's cache rows 0..pos[t] with softmax(scale · [q_lat | q_pe]·row);
+	// the weighted sum of the rows' latents goes through vb {kv_lora, v, heads}
+	// into dst, heads·v values per token.
+	Attention(dst, q Tensor, kb, vb Weight, c Cache, layer int, pos []int32, scale float32)
+	// SwiGLU sets dst = silu(gate) · up.
+	SwiGLU(dst, gate, up Tensor)
+	// Add sets dst += src.
+	Add(dst, src Tensor)
+	// MoE routes each token of h to its experts and sets dst to the sum of
+	// their weighted outputs: scores, top-k, gate/up/SiLU and down in one
+	// operation. Experts are summed in order of selection, as ggml does.
+	MoE(dst, h Tensor, w *MoE, r *Routing)
+}

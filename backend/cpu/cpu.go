@@ -1,0 +1,211 @@
+// Package cpu is the portable backend: every operation in plain Go, split
+// across all cores, reading quantized weights block by block straight from the
+// memory-mapped model file (never a dequantized copy of a matrix).
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/latent-ai/latent/backend"
+	"github.com/latent-ai/latent/quant"
+)
+
+// CPU implements backend.Backend.
+type CPU struct {
+	pool *pool
+	bufs [][]float32 // per-worker scratch, grown by scratch()
+}
+
+var _ backend.Backend = (*CPU)(nil)
+
+// New starts a CPU backend with one worker per core (threads ≤ 0) or threads workers.
+func New(threads int) *CPU {
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	return &CPU{pool: newPool(threads)}
+}
+
+// Name identifies the backend.
+func (c *CPU) Name() string { return "cpu" }
+
+// Threads is the number of workers.
+func (c *CPU) Threads() int { return c.pool.n }
+
+// Close stops the workers.
+func (c *CPU) Close() error { c.pool.close(); return nil }
+
+// tensor is a row-major float32 matrix; stride ≥ cols lets a view select columns.
+type tensor struct {
+	data       []float32
+	rows, cols int
+	stride     int
+}
+
+func (t *tensor) Rows() int { return t.rows }
+func (t *tensor) Cols() int { return t.cols }
+
+func (t *tensor) row(i int) []float32 { return t.data[i*t.stride : i*t.stride+t.cols] }
+
+// Tensor allocates a zeroed rows × cols buffer.
+func (c *CPU) Tensor(rows, cols int) backend.Tensor {
+	return &tensor{data: make([]float32, rows*cols), rows: rows, cols: cols, stride: cols}
+}
+
+// View is columns [col, col+cols) of t.
+func (c *CPU) View(t backend.Tensor, col, cols int) backend.Tensor {
+	p := t.(*tensor)
+	if col < 0 || cols < 0 || col+cols > p.cols {
+		panic(fmt.Sprintf("cpu: view [%d, %d) of %d columns", col, col+cols, p.cols))
+	}
+	end := (p.rows-1)*p.stride + col + cols
+	if p.rows == 0 {
+		end = col
+	}
+	return &tensor{data: p.data[col:end], rows: p.rows, cols: cols, stride: p.stride}
+}
+
+// RowsOf is rows [row, row+rows) of t.
+func (c *CPU) RowsOf(t backend.Tensor, row, rows int) backend.Tensor {
+	p := t.(*tensor)
+	if row < 0 || rows < 0 || row+rows > p.rows {
+		panic(fmt.Sprintf("cpu: rows [%d, %d) of %d", row, row+rows, p.rows))
+	}
+	if rows == 0 {
+		return &tensor{rows: 0, cols: p.cols, stride: p.stride}
+	}
+	return &tensor{data: p.data[row*p.stride : (row+rows-1)*p.stride+p.cols], rows: rows, cols: p.cols, stride: p.stride}
+}
+
+// Read copies t into dst.
+func (c *CPU) Read(t backend.Tensor, dst []float32) {
+	p := t.(*tensor)
+	for i := 0; i < p.rows; i++ {
+		copy(dst[i*p.cols:], p.row(i))
+	}
+}
+
+// weight is a parameter in its file encoding. Vectors and F32 matrices are
+// also available as float32 without a copy where the bytes allow it.
+type weight struct {
+	name     string
+	typ      quant.Type
+	dims     []uint64
+	data     []byte
+	rowBytes int       // bytes of one row of dims[0] values
+	f32      []float32 // the values when typ is F32, or a decoded 1-D vector
+}
+
+func (w *weight) Name() string     { return w.name }
+func (w *weight) Type() quant.Type { return w.typ }
+func (w *weight) Dims() []uint64   { return w.dims }
+
+func (w *weight) rows() int {
+	n := 1
+	for _, d := range w.dims[1:] {
+		n *= int(d)
+	}
+	return n
+}
+
+// Weight adopts a tensor from the model file.
+func (c *CPU) Weight(name string, typ quant.Type, dims []uint64, data []byte) (backend.Weight, error) {
+	if typ != quant.F32 && !quant.CanDequantize(typ) {
+		return nil, fmt.Errorf("%s: weight type %s is not supported by the cpu backend", name, typ)
+	}
+	rb, err := typ.RowBytes(int64(dims[0]))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	w := &weight{name: name, typ: typ, dims: dims, data: data, rowBytes: int(rb)}
+	n := int(dims[0]) * w.rows()
+	if len(data) != n/typ.BlockSize()*typ.TypeSize() {
+		return nil, fmt.Errorf("%s: %d bytes of data for %d %s weights", name, len(data), n, typ)
+	}
+	switch {
+	case typ == quant.F32 && uintptr(unsafe.Pointer(unsafe.SliceData(data)))%4 == 0:
+		w.f32 = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(data))), n)
+	case typ == quant.F32 || len(dims) == 1:
+		w.f32 = make([]float32, n)
+		if err := quant.Dequantize(typ, data, w.f32); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return w, nil
+}
+
+// cache holds the latent rows in float32: [layer][position][width].
+type cache struct {
+	data                     []float32
+	layers, positions, width int
+}
+
+func (k *cache) Layers() int    { return k.layers }
+func (k *cache) Positions() int { return k.positions }
+func (k *cache) Width() int     { return k.width }
+
+func (k *cache) row(layer, pos int) []float32 {
+	o := (layer*k.positions + pos) * k.width
+	return k.data[o : o+k.width]
+}
+
+// Cache allocates the whole latent cache up front.
+func (c *CPU) Cache(layers, positions, width int) (backend.Cache, error) {
+	n := int64(layers) * int64(positions) * int64(width)
+	if layers <= 0 || positions <= 0 || width <= 0 || n > 1<<40 {
+		return nil, fmt.Errorf("cpu: cannot allocate a cache of %d layers × %d positions × %d", layers, positions, width)
+	}
+	return &cache{data: make([]float32, n), layers: layers, positions: positions, width: width}, nil
+}
+
+// pool runs index ranges on a fixed set of goroutines.
+type pool struct {
+	n     int
+	tasks chan task
+	once  sync.Once
+}
+
+type task struct {
+	fn     func(lo, hi, worker int)
+	lo, hi int
+	worker int
+	wg     *sync.WaitGroup
+}
+
+func newPool(n int) *pool {
+	p := &pool{n: n, tasks: make(chan task, n)}
+	for i := 0; i < n; i++ {
+		go func() {
+			for t := range p.tasks {
+				t.fn(t.lo, t.hi, t.worker)
+				t.wg.Done()
+			}
+		}()
+	}
+	return p
+}
+
+func (p *pool) close() { p.once.Do(func() { close(p.tasks) }) }
+
+// run calls fn over [0, n) split into one contiguous range per worker; the
+// calling goroutine does the last range itself.
+func (p *pool) run(n int, fn func(lo, hi, worker int)) {
+	if n <= 0 {
+		return
+	}
+	parts := min(p.n, n)
+	if parts == 1 {
+		fn(0, n, 0)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(parts - 1)
+	for i := 0; i < parts-1; i++ {
+		p.tasks <- task{fn: fn, lo: n * i / parts, hi: n * (i + 1) / parts, worker: i, wg: &wg}
+	}
+	fn(n*(parts-1)/parts, n, parts-1)
+	wg.Wait()
+}

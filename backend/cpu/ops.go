@@ -1,0 +1,361 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/latent-ai/latent/backend"
+	"github.com/latent-ai/latent/quant"
+)
+
+func tens(t backend.Tensor) *tensor { return t.(*tensor) }
+func wt(w backend.Weight) *weight   { return w.(*weight) }
+
+func same(op string, a, b *tensor) {
+	if a.rows != b.rows {
+		panic(fmt.Sprintf("cpu: %s: %d rows against %d", op, a.rows, b.rows))
+	}
+}
+
+// decodeRow writes row r of w (dims[0] values) into out. F32 rows are
+// returned in place; other formats decode block by block into out.
+func (w *weight) decodeRow(r int, out []float32) []float32 {
+	n := int(w.dims[0])
+	if w.f32 != nil {
+		return w.f32[r*n : (r+1)*n]
+	}
+	if err := quant.Dequantize(w.typ, w.data[r*w.rowBytes:(r+1)*w.rowBytes], out[:n]); err != nil {
+		panic(fmt.Sprintf("cpu: %s row %d: %v", w.name, r, err)) // sizes were checked at load
+	}
+	return out[:n]
+}
+
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// scratch returns worker-private buffers of at least n floats each.
+func (c *CPU) scratch(n int) [][]float32 {
+	if len(c.bufs) < c.pool.n {
+		c.bufs = make([][]float32, c.pool.n)
+	}
+	for i := range c.bufs {
+		if len(c.bufs[i]) < n {
+			c.bufs[i] = make([]float32, n)
+		}
+	}
+	return c.bufs
+}
+
+// Embed copies table rows.
+func (c *CPU) Embed(dst backend.Tensor, table backend.Weight, tokens []int32) {
+	d, w := tens(dst), wt(table)
+	for i, tok := range tokens {
+		row := w.decodeRow(int(tok), d.row(i))
+		copy(d.row(i), row)
+	}
+}
+
+// RMSNorm normalises each row and scales by w.
+func (c *CPU) RMSNorm(dst, src backend.Tensor, w backend.Weight, eps float32) {
+	d, s, g := tens(dst), tens(src), wt(w).f32
+	same("rmsnorm", d, s)
+	for i := 0; i < s.rows; i++ {
+		x, y := s.row(i), d.row(i)
+		var ss float64
+		for _, v := range x {
+			ss += float64(v) * float64(v)
+		}
+		// As ggml: the sum in double, the mean and scale in float32.
+		mean := float32(ss / float64(len(x)))
+		scale := 1 / float32(math.Sqrt(float64(mean+eps)))
+		for j, v := range x {
+			y[j] = v * scale * g[j]
+		}
+	}
+}
+
+// matmul computes dst[t][o] (+)= W[rowOff+o] · src[t] for o in [0, out),
+// splitting output rows across workers; each weight row is decoded once and
+// used for every token of the batch.
+func (c *CPU) matmul(d *tensor, dstOff, out int, w *weight, rowOff int, s *tensor, srcOff int, accumulate bool) {
+	in := int(w.dims[0])
+	if round := actRounding(w.typ); round != nil {
+		r := &tensor{data: make([]float32, s.rows*in), rows: s.rows, cols: in, stride: in}
+		for t := 0; t < s.rows; t++ {
+			round(s.data[t*s.stride+srcOff:t*s.stride+srcOff+in], r.row(t))
+		}
+		s, srcOff = r, 0
+	}
+	bufs := c.scratch(in)
+	c.pool.run(out, func(lo, hi, worker int) {
+		buf := bufs[worker]
+		for o := lo; o < hi; o++ {
+			row := w.decodeRow(rowOff+o, buf)
+			for t := 0; t < s.rows; t++ {
+				v := dot(row, s.data[t*s.stride+srcOff:t*s.stride+srcOff+in])
+				if accumulate {
+					d.data[t*d.stride+dstOff+o] += v
+				} else {
+					d.data[t*d.stride+dstOff+o] = v
+				}
+			}
+		}
+	})
+}
+
+func checkMatMul(op string, d *tensor, w *weight, s *tensor) {
+	same(op, d, s)
+	if int(w.dims[0]) != s.cols || w.rows() != d.cols {
+		panic(fmt.Sprintf("cpu: %s: %s %v against src %d cols, dst %d cols", op, w.name, w.dims, s.cols, d.cols))
+	}
+}
+
+// MatMul sets dst = src · Wᵀ.
+func (c *CPU) MatMul(dst backend.Tensor, w backend.Weight, src backend.Tensor) {
+	d, ww, s := tens(dst), wt(w), tens(src)
+	checkMatMul("matmul", d, ww, s)
+	c.matmul(d, 0, d.cols, ww, 0, s, 0, false)
+}
+
+// MatMulAdd adds src · Wᵀ into dst.
+func (c *CPU) MatMulAdd(dst backend.Tensor, w backend.Weight, src backend.Tensor) {
+	d, ww, s := tens(dst), wt(w), tens(src)
+	checkMatMul("matmuladd", d, ww, s)
+	c.matmul(d, 0, d.cols, ww, 0, s, 0, true)
+}
+
+// headMatMul applies one matrix per head: for each head h,
+// dst[t][h·dstStride+o] = Σ_i W[h][o][i] · src[t][h·srcStride+i].
+func (c *CPU) headMatMul(d *tensor, dstStride int, w *weight, s *tensor, srcStride int) {
+	in, out, heads := int(w.dims[0]), int(w.dims[1]), int(w.Dim(2))
+	if (heads-1)*srcStride+in > s.cols || (heads-1)*dstStride+out > d.cols {
+		panic(fmt.Sprintf("cpu: %s %v does not fit src %d / dst %d cols", w.name, w.dims, s.cols, d.cols))
+	}
+	for h := 0; h < heads; h++ {
+		c.matmul(d, h*dstStride, out, w, h*out, s, h*srcStride, false)
+	}
+}
+
+// Dim is dimension i, 1 past the rank.
+func (w *weight) Dim(i int) uint64 {
+	if i < len(w.dims) {
+		return w.dims[i]
+	}
+	return 1
+}
+
+// RoPE rotates adjacent pairs.
+func (c *CPU) RoPE(t backend.Tensor, stride, off, n int, pos []int32, r *backend.Rope) {
+	x := tens(t)
+	for i := 0; i < x.rows; i++ {
+		row := x.row(i)
+		p := float64(pos[i])
+		for h := 0; h+stride <= x.cols; h += stride {
+			v := row[h+off : h+off+n]
+			for k := 0; k < n/2; k++ {
+				theta := p * float64(r.Freqs[k])
+				sin, cos := math.Sincos(theta)
+				a, b := float64(v[2*k]), float64(v[2*k+1])
+				v[2*k] = float32(a*cos - b*sin)
+				v[2*k+1] = float32(a*sin + b*cos)
+			}
+		}
+	}
+}
+
+// CacheStore writes latent rows.
+func (c *CPU) CacheStore(kc backend.Cache, layer int, pos []int32, src backend.Tensor) {
+	k, s := kc.(*cache), tens(src)
+	for i := 0; i < s.rows; i++ {
+		copy(k.row(layer, int(pos[i])), s.row(i))
+	}
+}
+
+// Attention runs absorbed MLA in three phases: absorb every head's q_nope
+// into the latent space (each k_b row decoded once for the whole batch),
+// attend one (token, head) pair per task, then project the latents out
+// through v_b.
+func (c *CPU) Attention(dst, q backend.Tensor, kb, vb backend.Weight, kc backend.Cache, layer int, pos []int32, scale float32) {
+	d, qq, k, kbw, vbw := tens(dst), tens(q), kc.(*cache), wt(kb), wt(vb)
+	same("attention", d, qq)
+	nope, kvLoRA, heads := int(kbw.dims[0]), int(kbw.dims[1]), int(kbw.Dim(2))
+	width := k.width
+	rope, vdim := width-kvLoRA, int(vbw.dims[1])
+	if qq.cols != heads*(nope+rope) || d.cols != heads*vdim || int(vbw.dims[0]) != kvLoRA {
+		panic(fmt.Sprintf("cpu: attention: q %d cols, dst %d cols, k_b %v, v_b %v, cache width %d", qq.cols, d.cols, kbw.dims, vbw.dims, width))
+	}
+	T := qq.rows
+	// query: per token and head [q_lat | q_pe]; olat: per token and head the latent output.
+	query := &tensor{data: make([]float32, T*heads*width), rows: T, cols: heads * width, stride: heads * width}
+	olat := &tensor{data: make([]float32, T*heads*kvLoRA), rows: T, cols: heads * kvLoRA, stride: heads * kvLoRA}
+	c.headMatMul(query, width, kbw, qq, nope+rope)
+	for t := 0; t < T; t++ {
+		for h := 0; h < heads; h++ {
+			copy(query.row(t)[h*width+kvLoRA:(h+1)*width], qq.row(t)[h*(nope+rope)+nope:(h+1)*(nope+rope)])
+		}
+	}
+	maxPos := 0
+	for _, p := range pos {
+		maxPos = max(maxPos, int(p))
+	}
+	bufs := c.scratch(maxPos + 1)
+	c.pool.run(T*heads, func(lo, hi, worker int) {
+		scores := bufs[worker][:maxPos+1]
+		for job := lo; job < hi; job++ {
+			t, h := job/heads, job%heads
+			qv := query.row(t)[h*width : (h+1)*width]
+			n := int(pos[t]) + 1
+			best := float32(math.Inf(-1))
+			for j := 0; j < n; j++ {
+				s := scale * dot(qv, k.row(layer, j))
+				scores[j] = s
+				best = max(best, s)
+			}
+			var sum float64
+			for j := 0; j < n; j++ {
+				e := float32(math.Exp(float64(scores[j] - best)))
+				scores[j] = e
+				sum += float64(e)
+			}
+			out := olat.row(t)[h*kvLoRA : (h+1)*kvLoRA]
+			inv := float32(1 / sum)
+			for j := 0; j < n; j++ {
+				wgt := scores[j] * inv
+				for i, v := range k.row(layer, j)[:kvLoRA] {
+					out[i] += wgt * v
+				}
+			}
+		}
+	})
+	c.headMatMul(d, vdim, vbw, olat, kvLoRA)
+}
+
+func silu(x float32) float32 { return x / (1 + float32(math.Exp(float64(-x)))) }
+
+// SwiGLU sets dst = silu(gate) · up.
+func (c *CPU) SwiGLU(dst, gate, up backend.Tensor) {
+	d, g, u := tens(dst), tens(gate), tens(up)
+	same("swiglu", d, g)
+	same("swiglu", d, u)
+	for i := 0; i < d.rows; i++ {
+		dr, gr, ur := d.row(i), g.row(i), u.row(i)
+		for j := range dr {
+			dr[j] = silu(gr[j]) * ur[j]
+		}
+	}
+}
+
+// Add sets dst += src.
+func (c *CPU) Add(dst, src backend.Tensor) {
+	d, s := tens(dst), tens(src)
+	same("add", d, s)
+	for i := 0; i < d.rows; i++ {
+		dr, sr := d.row(i), s.row(i)
+		for j := range dr {
+			dr[j] += sr[j]
+		}
+	}
+}
+
+// MoE routes every token and sets dst to its experts' weighted outputs.
+func (c *CPU) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing) {
+	d, x := tens(dst), tens(h)
+	same("moe", d, x)
+	router, gate, down := wt(w.Router), wt(w.Gate), wt(w.Down)
+	experts, ff := int(router.dims[1]), int(gate.dims[1])
+	// Expert e's gate rows start at e·gateStride and its up rows at
+	// e·gateStride+upOff of up; a merged gate_up tensor holds both.
+	up, gateStride, upOff := gate, ff, 0
+	if w.Up != nil {
+		up = wt(w.Up)
+	} else {
+		ff /= 2
+		gateStride, upOff = 2*ff, ff
+	}
+	var bias []float32
+	if w.Bias != nil {
+		bias = wt(w.Bias).f32
+	}
+	logits := &tensor{data: make([]float32, experts), rows: 1, cols: experts, stride: experts}
+	act := &tensor{data: make([]float32, 2*ff), rows: 1, cols: ff, stride: ff}
+	upOut := &tensor{data: act.data[ff:], rows: 1, cols: ff, stride: ff}
+	out := &tensor{data: make([]float32, d.cols), rows: 1, cols: d.cols, stride: d.cols}
+	probs := make([]float32, experts)
+	order := make([]int, experts)
+	for t := 0; t < x.rows; t++ {
+		xt := &tensor{data: x.row(t), rows: 1, cols: x.cols, stride: x.cols}
+		c.matmul(logits, 0, experts, router, 0, xt, 0, false)
+		if r.Sigmoid {
+			for e, z := range logits.data {
+				probs[e] = 1 / (1 + float32(math.Exp(float64(-z))))
+			}
+		} else {
+			softmax(logits.data, probs)
+		}
+		for e := range order {
+			order[e] = e
+		}
+		sel := func(e int) float32 {
+			if bias != nil {
+				return probs[e] + bias[e]
+			}
+			return probs[e]
+		}
+		sort.SliceStable(order, func(a, b int) bool { return sel(order[a]) > sel(order[b]) })
+		picked := order[:r.Used]
+		var sum float32
+		for _, e := range picked {
+			sum += probs[e]
+		}
+		sum = max(sum, 6.103515625e-5)
+		dr := d.row(t)
+		clear(dr)
+		for _, e := range picked {
+			c.matmul(act, 0, ff, gate, e*gateStride, xt, 0, false)
+			c.matmul(upOut, 0, ff, up, e*gateStride+upOff, xt, 0, false)
+			for j := 0; j < ff; j++ {
+				act.data[j] = silu(act.data[j]) * upOut.data[j]
+			}
+			c.matmul(out, 0, d.cols, down, e*d.cols, act, 0, false)
+			g := probs[e] // as ggml: divide by the sum, then scale
+			if r.Norm {
+				g /= sum
+			}
+			g *= r.Scale
+			for j, v := range out.data {
+				dr[j] += g * v
+			}
+		}
+	}
+}
+
+func softmax(z, p []float32) {
+	m := float32(math.Inf(-1))
+	for _, v := range z {
+		m = max(m, v)
+	}
+	var s float64
+	for i, v := range z {
+		e := float32(math.Exp(float64(v - m)))
+		p[i] = e
+		s += float64(e)
+	}
+	inv := float32(1 / s)
+	for i := range p {
+		p[i] *= inv
+	}
+}

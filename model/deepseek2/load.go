@@ -1,0 +1,205 @@
+package deepseek2
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"unsafe"
+
+	"github.com/latent-ai/latent/backend"
+	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/quant"
+)
+
+// layer holds one decoder block's weights.
+type layer struct {
+	attnNorm, ffnNorm backend.Weight
+	q                 backend.Weight // without q_lora
+	qA, qANorm, qB    backend.Weight // with q_lora
+	kvA, kvANorm      backend.Weight
+	kB, vB            backend.Weight // absorbed: {nope, kv_lora, heads}, {kv_lora, v, heads}
+	out               backend.Weight
+
+	gate, up, down backend.Weight // dense FFN
+	moe            *backend.MoE
+	shGate, shUp   backend.Weight // shared experts, as one dense FFN
+	shDown         backend.Weight
+}
+
+// binder looks tensors up by name, checks their shapes and hands them to the backend.
+type binder struct {
+	f   *gguf.File
+	be  backend.Backend
+	err error
+}
+
+func (b *binder) info(name string, dims ...int) *gguf.TensorInfo {
+	if b.err != nil {
+		return nil
+	}
+	t, ok := b.f.Tensor(name)
+	if !ok {
+		b.err = fmt.Errorf("tensor %s is missing", name)
+		return nil
+	}
+	want := make([]uint64, len(dims))
+	for i, d := range dims {
+		want[i] = uint64(d)
+	}
+	if !slices.Equal(t.Dims, want) {
+		b.err = fmt.Errorf("tensor %s has shape %v, want %v", name, t.Dims, want)
+		return nil
+	}
+	return t
+}
+
+// get binds a required tensor of the given shape.
+func (b *binder) get(name string, dims ...int) backend.Weight {
+	t := b.info(name, dims...)
+	if t == nil {
+		return nil
+	}
+	w, err := b.be.Weight(name, t.Type, t.Dims, b.f.TensorData(t))
+	if err != nil {
+		b.err = err
+	}
+	return w
+}
+
+// opt binds a tensor if the file has it.
+func (b *binder) opt(name string, dims ...int) backend.Weight {
+	if _, ok := b.f.Tensor(name); !ok {
+		return nil
+	}
+	return b.get(name, dims...)
+}
+
+func (b *binder) has(name string) bool { _, ok := b.f.Tensor(name); return ok }
+
+// f32 hands the backend a weight computed at load.
+func (b *binder) f32(name string, vals []float32, dims ...int) backend.Weight {
+	if b.err != nil {
+		return nil
+	}
+	ud := make([]uint64, len(dims))
+	for i, d := range dims {
+		ud[i] = uint64(d)
+	}
+	w, err := b.be.Weight(name, quant.F32, ud, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vals))), 4*len(vals)))
+	if err != nil {
+		b.err = err
+	}
+	return w
+}
+
+// bindLayer binds block l, checking every shape against the configuration.
+func (b *binder) bindLayer(c *Config, l int) layer {
+	p := fmt.Sprintf("blk.%d.", l)
+	H, D := c.Heads, c.Dim
+	var ly layer
+	ly.attnNorm = b.get(p+"attn_norm.weight", D)
+	if c.QLoRA > 0 {
+		ly.qA = b.get(p+"attn_q_a.weight", D, c.QLoRA)
+		ly.qANorm = b.get(p+"attn_q_a_norm.weight", c.QLoRA)
+		ly.qB = b.get(p+"attn_q_b.weight", c.QLoRA, H*(c.Nope+c.Rope))
+	} else {
+		ly.q = b.get(p+"attn_q.weight", D, H*(c.Nope+c.Rope))
+	}
+	ly.kvA = b.get(p+"attn_kv_a_mqa.weight", D, c.KVLoRA+c.Rope)
+	ly.kvANorm = b.get(p+"attn_kv_a_norm.weight", c.KVLoRA)
+	if b.has(p+"attn_k_b.weight") || !b.has(p+"attn_kv_b.weight") {
+		ly.kB = b.get(p+"attn_k_b.weight", c.Nope, c.KVLoRA, H)
+		ly.vB = b.get(p+"attn_v_b.weight", c.KVLoRA, c.VHead, H)
+	} else {
+		ly.kB, ly.vB = b.splitKVB(c, p)
+	}
+	ly.out = b.get(p+"attn_output.weight", H*c.VHead, D)
+	ly.ffnNorm = b.get(p+"ffn_norm.weight", D)
+	if !c.IsMoE(l) {
+		ly.gate = b.get(p+"ffn_gate.weight", D, c.FF)
+		ly.up = b.get(p+"ffn_up.weight", D, c.FF)
+		ly.down = b.get(p+"ffn_down.weight", c.FF, D)
+		return ly
+	}
+	E, F := c.Experts, c.ExpertFF
+	m := &backend.MoE{Router: b.get(p+"ffn_gate_inp.weight", D, E), Bias: b.opt(p+"exp_probs_b.bias", E)}
+	if b.has(p + "ffn_gate_up_exps.weight") {
+		m.Gate = b.get(p+"ffn_gate_up_exps.weight", D, 2*F, E)
+	} else {
+		m.Gate = b.get(p+"ffn_gate_exps.weight", D, F, E)
+		m.Up = b.get(p+"ffn_up_exps.weight", D, F, E)
+	}
+	m.Down = b.get(p+"ffn_down_exps.weight", F, D, E)
+	ly.moe = m
+	if c.SharedExperts > 0 {
+		S := F * c.SharedExperts
+		ly.shGate = b.get(p+"ffn_gate_shexp.weight", D, S)
+		ly.shUp = b.get(p+"ffn_up_shexp.weight", D, S)
+		ly.shDown = b.get(p+"ffn_down_shexp.weight", S, D)
+	}
+	return ly
+}
+
+// splitKVB turns an older conversion's combined attn_kv_b {kv_lora,
+// heads·(nope+v)} into the absorbed k_b {nope, kv_lora, heads} (head h's
+// k rows, transposed) and v_b {kv_lora, v, heads} (its v rows as they are).
+func (b *binder) splitKVB(c *Config, p string) (kb, vb backend.Weight) {
+	H, N, V, L := c.Heads, c.Nope, c.VHead, c.KVLoRA
+	t := b.info(p+"attn_kv_b.weight", L, H*(N+V))
+	if t == nil {
+		return nil, nil
+	}
+	all := make([]float32, t.Elements())
+	if err := quant.Dequantize(t.Type, b.f.TensorData(t), all); err != nil {
+		b.err = fmt.Errorf("tensor %s: %w", t.Name, err)
+		return nil, nil
+	}
+	k := make([]float32, H*L*N)
+	v := make([]float32, H*V*L)
+	for h := 0; h < H; h++ {
+		base := h * (N + V) * L
+		for n := 0; n < N; n++ {
+			for j := 0; j < L; j++ {
+				k[(h*L+j)*N+n] = all[base+n*L+j]
+			}
+		}
+		copy(v[h*V*L:(h+1)*V*L], all[base+N*L:base+(N+V)*L])
+	}
+	return b.f32(p+"attn_k_b.weight", k, N, L, H), b.f32(p+"attn_v_b.weight", v, L, V, H)
+}
+
+// ropeFreqs is the angle per position of each rotary pair, with YaRN's
+// interpolation folded in (notes §3 step 4).
+func ropeFreqs(c *Config) []float32 {
+	n := c.Rope
+	freqs := make([]float32, n/2)
+	yarn := c.Scaling.Type == "yarn" && c.Scaling.Factor > 1
+	var lo, hi float64
+	if yarn {
+		corr := func(rot float64) float64 {
+			return float64(n) * math.Log(float64(c.Scaling.OrigContext)/(rot*2*math.Pi)) / (2 * math.Log(c.RopeBase))
+		}
+		lo = max(0, math.Floor(corr(32)))
+		hi = min(float64(n-1), math.Ceil(corr(1)))
+	}
+	for i := range freqs {
+		theta := math.Pow(c.RopeBase, -2*float64(i)/float64(n))
+		if yarn {
+			ramp := 1 - min(1, max(0, (float64(i)-lo)/max(0.001, hi-lo)))
+			theta = theta/c.Scaling.Factor*(1-ramp) + theta*ramp
+		} else if c.Scaling.Type == "linear" && c.Scaling.Factor > 0 {
+			theta /= c.Scaling.Factor
+		}
+		freqs[i] = float32(theta)
+	}
+	return freqs
+}
+
+// attnScale is the softmax scale, with YaRN's magnitude correction (m²).
+func attnScale(c *Config) float32 {
+	m := 1.0
+	if c.Scaling.Type == "yarn" && c.Scaling.Factor > 1 {
+		m = 1 + c.Scaling.YarnLogMul*math.Log(c.Scaling.Factor)
+	}
+	return float32(m * m / math.Sqrt(float64(c.Nope+c.Rope)))
+}

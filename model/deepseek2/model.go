@@ -1,0 +1,70 @@
+package deepseek2
+
+import (
+	"fmt"
+
+	"github.com/latent-ai/latent/backend"
+	"github.com/latent-ai/latent/gguf"
+)
+
+// Model is a loaded deepseek2 network with its latent cache. It is not safe
+// for concurrent use: one sequence at a time.
+type Model struct {
+	Config *Config
+	be     backend.Backend
+
+	embd, outNorm, output backend.Weight
+	layers                []layer
+
+	cache backend.Cache
+	ctx   int   // positions the cache holds
+	pos   int   // the next position to fill
+	rope  backend.Rope
+	scale float32
+}
+
+// Load binds the file's tensors on be and allocates the latent cache for ctx
+// positions (0: the smaller of the trained context and 4096).
+func Load(f *gguf.File, be backend.Backend, ctx int) (*Model, error) {
+	c, err := ConfigFrom(f)
+	if err != nil {
+		return nil, err
+	}
+	if ctx <= 0 {
+		ctx = min(c.ContextLength, 4096)
+	}
+	b := &binder{f: f, be: be}
+	m := &Model{Config: c, be: be, ctx: ctx, rope: backend.Rope{Freqs: ropeFreqs(c)}, scale: attnScale(c)}
+	m.embd = b.get("token_embd.weight", c.Dim, c.Vocab)
+	m.outNorm = b.get("output_norm.weight", c.Dim)
+	m.output = b.opt("output.weight", c.Dim, c.Vocab)
+	if m.output == nil {
+		m.output = m.embd // tied embeddings
+	}
+	for l := 0; l < c.DecoderLayers() && b.err == nil; l++ {
+		m.layers = append(m.layers, b.bindLayer(c, l))
+	}
+	if b.err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name, b.err)
+	}
+	if m.cache, err = be.Cache(c.DecoderLayers(), ctx, c.CacheRow()); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name, err)
+	}
+	return m, nil
+}
+
+// Context is the number of positions the cache holds.
+func (m *Model) Context() int { return m.ctx }
+
+// Position is the number of tokens already in the cache.
+func (m *Model) Position() int { return m.pos }
+
+// Reset forgets the sequence.
+func (m *Model) Reset() { m.pos = 0 }
+
+// Truncate keeps only the first n cached positions (to reuse a common prefix).
+func (m *Model) Truncate(n int) {
+	if n < m.pos {
+		m.pos = max(n, 0)
+	}
+}
