@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -32,6 +33,11 @@ func (m *Model) WriteFile(ctx context.Context, path string) (n int64, err error)
 	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
+		// The temporary name would only confuse: report the cause alone.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
 		return 0, fmt.Errorf("create %s: %w", path, err)
 	}
 	tmp := f.Name()

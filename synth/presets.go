@@ -34,9 +34,21 @@ type TokenizerSpec struct {
 
 // Presets lists every preset: the tiny test models first, then the real shapes.
 func Presets() []Preset {
-	return []Preset{
+	ps := []Preset{
 		tinyYoutu(), tinyDSV2(), tinyGLM(),
 		youtuLLM2B(), deepseekV2Lite(), glm47Flash(),
+	}
+	for i := range ps {
+		roundFloats(&ps[i].Config)
+	}
+	return ps
+}
+
+// roundFloats rounds the Config's real numbers to float32, as GGUF stores
+// them, so that a written file reads back to exactly the Config it came from.
+func roundFloats(c *deepseek2.Config) {
+	for _, x := range []*float64{&c.RopeBase, &c.RMSEps, &c.Scaling.Factor, &c.Scaling.YarnLogMul, &c.ExpertScale} {
+		*x = float64(float32(*x))
 	}
 }
 
