@@ -27,6 +27,6 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true, // a failed command prints one line, not its usage
 		SilenceErrors: true, // main prints the error once
 	}
-	root.AddCommand(newShowCmd(), newSynthCmd())
+	root.AddCommand(newShowCmd(), newSynthCmd(), newLogitsCmd())
 	return root
 }

@@ -17,8 +17,8 @@ type Model struct {
 	layers                []layer
 
 	cache backend.Cache
-	ctx   int   // positions the cache holds
-	pos   int   // the next position to fill
+	ctx   int // positions the cache holds
+	pos   int // the next position to fill
 	rope  backend.Rope
 	scale float32
 }
@@ -68,3 +68,6 @@ func (m *Model) Truncate(n int) {
 		m.pos = max(n, 0)
 	}
 }
+
+// Vocab is the number of logits per token.
+func (m *Model) Vocab() int { return m.Config.Vocab }

@@ -1,0 +1,15 @@
+// Package engine drives a model: prefill and decode steps over its cache,
+// sampling, stopping, and the streaming API the CLI and the server share.
+package engine
+
+// Model is what the engine needs of a network: a batched forward pass over
+// the next positions of one sequence, and control of its cache.
+type Model interface {
+	// Forward runs tokens at the next positions and returns their logits
+	// (Vocab values per token; only the last token's unless all is set).
+	Forward(tokens []int32, all bool) ([]float32, error)
+	Vocab() int
+	Context() int  // positions the cache holds
+	Position() int // positions already filled
+	Reset()
+}
