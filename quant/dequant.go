@@ -121,6 +121,7 @@ func dequantBF16(src []byte, out []float32) {
 func dequantQ4_0(b []byte, out []float32) {
 	d := f16At(b, 0)
 	qs := b[2:18]
+	out = out[:32] // lets the compiler drop bounds checks below
 	for j := 0; j < 16; j++ {
 		out[j] = d * float32(int(qs[j]&0xf)-8)
 		out[j+16] = d * float32(int(qs[j]>>4)-8)
@@ -131,6 +132,7 @@ func dequantQ4_0(b []byte, out []float32) {
 func dequantQ4_1(b []byte, out []float32) {
 	d, m := f16At(b, 0), f16At(b, 2)
 	qs := b[4:20]
+	out = out[:32] // lets the compiler drop bounds checks below
 	for j := 0; j < 16; j++ {
 		out[j] = float32(d*float32(qs[j]&0xf)) + m
 		out[j+16] = float32(d*float32(qs[j]>>4)) + m
@@ -143,6 +145,7 @@ func dequantQ5_0(b []byte, out []float32) {
 	d := f16At(b, 0)
 	qh := binary.LittleEndian.Uint32(b[2:])
 	qs := b[6:22]
+	out = out[:32] // lets the compiler drop bounds checks below
 	for j := 0; j < 16; j++ {
 		lo := int(qs[j]&0xf) | int(qh>>j&1)<<4
 		hi := int(qs[j]>>4) | int(qh>>(j+16)&1)<<4
@@ -156,6 +159,7 @@ func dequantQ5_1(b []byte, out []float32) {
 	d, m := f16At(b, 0), f16At(b, 2)
 	qh := binary.LittleEndian.Uint32(b[4:])
 	qs := b[8:24]
+	out = out[:32] // lets the compiler drop bounds checks below
 	for j := 0; j < 16; j++ {
 		lo := qs[j]&0xf | byte(qh>>j&1)<<4
 		hi := qs[j]>>4 | byte(qh>>(j+16)&1)<<4
@@ -167,7 +171,9 @@ func dequantQ5_1(b []byte, out []float32) {
 // dequantQ8_0: f16 d, 32 int8; w = q·d.
 func dequantQ8_0(b []byte, out []float32) {
 	d := f16At(b, 0)
-	for j, q := range b[2:34] {
+	qs := b[2:34]
+	out = out[:32]
+	for j, q := range qs {
 		out[j] = float32(int8(q)) * d
 	}
 }
@@ -178,13 +184,24 @@ func dequantQ8_0(b []byte, out []float32) {
 func dequantQ2K(b []byte, out []float32) {
 	scales, qs := b[0:16], b[16:80]
 	d, dmin := f16At(b, 80), f16At(b, 82)
-	for i := 0; i < QK_K; i++ {
-		h, s, j := i/128, i%128/32, i%32
-		sc := scales[i/16]
-		dl := d * float32(sc&0xf)
-		ml := dmin * float32(sc>>4)
-		q := qs[32*h+j] >> (2 * s) & 3
-		out[i] = float32(dl*float32(q)) - ml
+	out = out[:QK_K]
+	for h := 0; h < 2; h++ {
+		q := qs[32*h : 32*h+32]
+		for s := 0; s < 4; s++ {
+			shift := 2 * s
+			// Each 32-weight run spans two 16-weight scale groups.
+			for g := 0; g < 2; g++ {
+				i0 := 128*h + 32*s + 16*g
+				sc := scales[i0/16]
+				dl := d * float32(sc&0xf)
+				ml := dmin * float32(sc>>4)
+				o := out[i0 : i0+16]
+				qq := q[16*g : 16*g+16]
+				for j := range o {
+					o[j] = float32(dl*float32(qq[j]>>shift&3)) - ml
+				}
+			}
+		}
 	}
 }
 
@@ -203,13 +220,22 @@ func dequantQ3K(b []byte, out []float32) {
 		hi := sb[8+i%4] >> (2 * (i / 4)) & 3
 		dl[i] = d * float32(int8(lo|hi<<4)-32)
 	}
-	for i := 0; i < QK_K; i++ {
-		h, s, j := i/128, i%128/32, i%32
-		q := int(qs[32*h+j] >> (2 * s) & 3)
-		if hmask[j]>>(i/32)&1 == 0 {
-			q -= 4
+	out = out[:QK_K]
+	for h := 0; h < 2; h++ {
+		q := qs[32*h : 32*h+32]
+		for s := 0; s < 4; s++ {
+			shift, bit := 2*s, 4*h+s // weights 128h+32s+j: hmask bit (128h+32s)/32
+			for g := 0; g < 2; g++ {
+				i0 := 128*h + 32*s + 16*g
+				scale := dl[i0/16]
+				o := out[i0 : i0+16]
+				qq, hm := q[16*g:16*g+16], hmask[16*g:16*g+16]
+				for j := range o {
+					v := int8(qq[j]>>shift&3) - int8((^hm[j]>>bit&1)<<2)
+					o[j] = scale * float32(v)
+				}
+			}
 		}
-		out[i] = dl[i/16] * float32(q)
 	}
 }
 
@@ -272,16 +298,24 @@ func dequantQ5K(b []byte, out []float32) {
 func dequantQ6K(b []byte, out []float32) {
 	ql, qh, scales := b[0:128], b[128:192], b[192:208]
 	d := f16At(b, 208)
-	var dl [16]float32
-	for i := range dl {
-		dl[i] = d * float32(int8(scales[i]))
-	}
+	out = out[:QK_K]
 	for h := 0; h < 2; h++ {
-		for r := 0; r < 128; r++ {
-			lo := ql[64*h+r%64] >> (4 * (r / 64)) & 0xf
-			hi := qh[32*h+r%32] >> (2 * (r / 32)) & 3
-			i := 128*h + r
-			out[i] = dl[i/16] * float32(int8(lo|hi<<4)-32)
+		l, hb := ql[64*h:64*h+64], qh[32*h:32*h+32]
+		for s := 0; s < 4; s++ {
+			// Run s: nibbles from l[32(s%2)...] (high half for s >= 2),
+			// top bits from hb at bit 2s.
+			lo := l[32*(s%2) : 32*(s%2)+32]
+			nshift, hshift := 4*(s/2), 2*s
+			for g := 0; g < 2; g++ {
+				i0 := 128*h + 32*s + 16*g
+				dl := d * float32(int8(scales[i0/16]))
+				o := out[i0 : i0+16]
+				ll, hh := lo[16*g:16*g+16], hb[16*g:16*g+16]
+				for j := range o {
+					v := ll[j]>>nshift&0xf | (hh[j]>>hshift&3)<<4
+					o[j] = dl * float32(int8(v)-32)
+				}
+			}
 		}
 	}
 }
@@ -294,6 +328,7 @@ var kvaluesIQ4NL = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25,
 func dequantIQ4NL(b []byte, out []float32) {
 	d := f16At(b, 0)
 	qs := b[2:18]
+	out = out[:32] // lets the compiler drop bounds checks below
 	for j := 0; j < 16; j++ {
 		out[j] = d * float32(kvaluesIQ4NL[qs[j]&0xf])
 		out[j+16] = d * float32(kvaluesIQ4NL[qs[j]>>4])
@@ -338,6 +373,7 @@ func e8m0Half(e uint8) float32 {
 func dequantMXFP4(b []byte, out []float32) {
 	d := e8m0Half(b[0])
 	qs := b[1:17]
+	out = out[:32] // lets the compiler drop bounds checks below
 	for j := 0; j < 16; j++ {
 		out[j] = d * float32(kvaluesMXFP4[qs[j]&0xf])
 		out[j+16] = d * float32(kvaluesMXFP4[qs[j]>>4])

@@ -7,24 +7,21 @@ import "math"
 // stays infinite and a NaN keeps its sign and payload (shifted into the high
 // mantissa bits, as numpy and ggml's software path do).
 func F16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f: // Inf or NaN
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case exp != 0: // normal: rebias 15 → 127
-		return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
-	case mant == 0: // ±0
-		return math.Float32frombits(sign)
+	// Move exponent and mantissa into float32 position and rebias; only
+	// Inf/NaN and subnormals need fixing up, which keeps the common path
+	// branch-free enough to decode F16 tensors quickly.
+	const expMask = 0x7c00 << 13
+	o := uint32(h&0x7fff) << 13
+	e := o & expMask
+	o += (127 - 15) << 23
+	switch e {
+	case expMask: // Inf/NaN: exponent all ones, mantissa (payload) kept
+		o += (128 - 16) << 23
+	case 0: // zero or subnormal: m·2^-24, exactly (1.m')·2^-14 - 2^-14
+		o += 1 << 23
+		o = math.Float32bits(math.Float32frombits(o) - math.Float32frombits(113<<23))
 	}
-	// Subnormal half: mant·2^-24. Shift the leading one into the implicit bit.
-	e := uint32(113) // biased float32 exponent of 2^-14
-	for mant&0x400 == 0 {
-		mant <<= 1
-		e--
-	}
-	return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
+	return math.Float32frombits(o | uint32(h&0x8000)<<16)
 }
 
 // F32ToF16 narrows a float32 to binary16, rounding to nearest with ties to

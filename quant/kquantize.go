@@ -10,9 +10,11 @@ import "math"
 // weight is finally re-quantized against the parameters as actually stored,
 // so the rounding of the stored scales costs as little as possible.
 
-// roundInt rounds half away from zero and clamps to [lo, hi].
+// roundInt rounds half away from zero and clamps to [lo, hi]. It clamps
+// before converting, since float-to-int conversion of a value out of int
+// range is implementation-defined in Go.
 func roundInt(v float32, lo, hi int) int {
-	return max(lo, min(hi, int(math.Round(float64(v)))))
+	return roundAway(max(float32(lo), min(float32(hi), v)))
 }
 
 // f16RoundUp is f rounded through binary16 to the nearest half whose
@@ -37,19 +39,26 @@ func fitAffine(x []float32, nmax int) (scale, mn float32) {
 		return 0, -lo
 	}
 	n := float32(len(x))
+	var sx float32
+	for _, v := range x {
+		sx += v
+	}
 	bestErr := float32(math.Inf(1))
 	scale, mn = (hi-lo)/float32(nmax), -lo
+	var qbuf [32]float32
+	q := qbuf[:len(x)]
 	// Sweep grids slightly narrower and wider than the min/max one: clipping
 	// an outlier often buys a finer step for the rest.
 	for step := -10; step <= 10; step++ {
 		iscale := (float32(nmax) + 0.1*float32(step)) / (hi - lo)
-		var sq, sq2, sx, sqx float32
-		for _, v := range x {
-			q := float32(roundInt(iscale*(v-lo), 0, nmax))
-			sq += q
-			sq2 += q * q
-			sx += v
-			sqx += q * v
+		var sq, sq2, sqx float32
+		for i, v := range x {
+			// v-lo >= 0, so adding a half and truncating rounds to nearest.
+			qi := float32(min(nmax, int(iscale*(v-lo)+0.5)))
+			q[i] = qi
+			sq += qi
+			sq2 += qi * qi
+			sqx += qi * v
 		}
 		// Least squares for v ≈ s·q + b.
 		det := n*sq2 - sq*sq
@@ -66,9 +75,8 @@ func fitAffine(x []float32, nmax int) (scale, mn float32) {
 			continue
 		}
 		var e float32
-		for _, v := range x {
-			q := float32(roundInt(iscale*(v-lo), 0, nmax))
-			d := s*q + b - v
+		for i, v := range x {
+			d := s*q[i] + b - v
 			e += d * d
 		}
 		if e < bestErr {
@@ -88,21 +96,24 @@ func fitSymmetric(x []float32, nmax int) float32 {
 	}
 	base := -float32(nmax) / mx
 	best, bestErr := 1/base, float32(math.Inf(1))
+	var qbuf [16]float32
+	q := qbuf[:len(x)]
 	for step := -9; step <= 9; step++ {
 		iscale := base * (1 + 0.01*float32(step))
 		var sq2, sqx float32
-		for _, v := range x {
-			q := float32(roundInt(iscale*v, -nmax, nmax-1))
-			sq2 += q * q
-			sqx += q * v
+		for i, v := range x {
+			qi := float32(roundInt(iscale*v, -nmax, nmax-1))
+			q[i] = qi
+			sq2 += qi * qi
+			sqx += qi * v
 		}
 		if sq2 == 0 {
 			continue
 		}
 		s := sqx / sq2
 		var e float32
-		for _, v := range x {
-			d := s*float32(roundInt(iscale*v, -nmax, nmax-1)) - v
+		for i, v := range x {
+			d := s*q[i] - v
 			e += d * d
 		}
 		if e < bestErr {

@@ -109,6 +109,16 @@ func minMax(x []float32) (mn, mx float32) {
 	return mn, mx
 }
 
+// roundAway is C's roundf for |v| < 2^23: halves go away from zero. Adding
+// ±0.5 is exact in float64, and the conversion truncates toward zero. It
+// avoids math.Round, which is not an intrinsic on amd64.
+func roundAway(v float32) int {
+	if v < 0 {
+		return int(float64(v) - 0.5)
+	}
+	return int(float64(v) + 0.5)
+}
+
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
 func inv(d float32) float32 {
@@ -196,9 +206,8 @@ func quantQ8_0(x []float32, b []byte) {
 	d := amax / 127
 	id := inv(d)
 	putF16(b[0:], d)
-	for j, v := range x {
-		// The product is at most 127 in magnitude (up to rounding), so the
-		// int8 conversion cannot overflow.
-		b[2+j] = byte(int8(math.Round(float64(v * id))))
+	qs := b[2:34]
+	for j, v := range x[:32] {
+		qs[j] = byte(int8(roundAway(v * id)))
 	}
 }
