@@ -135,8 +135,12 @@ func runSynth(ctx context.Context, stderr io.Writer, out string, opts synth.Opti
 		return fmt.Errorf("synth: %w", err)
 	}
 	el := time.Since(start)
-	fmt.Fprintf(stderr, "wrote %s: %s %s, %d layers, %d tensors, %s in %.1f s (%s/s)\n",
-		out, m.Preset.Name, m.Options.Format, m.Config.Layers, len(m.Tensors), human(n), el.Seconds(),
+	layers := fmt.Sprintf("%d layers", m.Config.DecoderLayers())
+	if m.Config.NextN > 0 {
+		layers += fmt.Sprintf(" + %d MTP", m.Config.NextN)
+	}
+	fmt.Fprintf(stderr, "wrote %s: %s %s, %s, %d tensors, %s in %.1f s (%s/s)\n",
+		out, m.Preset.Name, m.Options.Format, layers, len(m.Tensors), human(n), el.Seconds(),
 		human(int64(float64(n)/max(el.Seconds(), 1e-9))))
 	return nil
 }
