@@ -10,8 +10,8 @@ import (
 // The decoders below reproduce gguf-py's quants.py bit for bit. numpy does
 // every array operation as a separate float32 rounding, so wherever the
 // reference multiplies and then adds, the product is wrapped in float32(...):
-// the Go spec lets the compiler fuse x*y+z into one FMA (it does on arm64 and
-// GOAMD64=v3), and an explicit conversion is what forbids that.
+// the Go spec lets a compiler fuse x*y+z into one FMA (gc may on arm64,
+// ppc64, s390x, riscv64), and an explicit conversion is what forbids that.
 
 // blockDecoder decodes one block (t.TypeSize() bytes) into t.BlockSize() weights.
 type blockDecoder func(block []byte, out []float32)
@@ -184,22 +184,24 @@ func dequantQ8_0(b []byte, out []float32) {
 func dequantQ2K(b []byte, out []float32) {
 	scales, qs := b[0:16], b[16:80]
 	d, dmin := f16At(b, 80), f16At(b, 82)
+	var dl, ml [16]float32
+	for i, sc := range scales {
+		dl[i] = d * float32(sc&0xf)
+		ml[i] = dmin * float32(sc>>4)
+	}
 	out = out[:QK_K]
+	// Each quant byte feeds four weights 32 apart; walking bytes keeps every
+	// shift constant. Scale group of weight 128h+32s+16g+j is 8h+2s+g.
 	for h := 0; h < 2; h++ {
-		q := qs[32*h : 32*h+32]
-		for s := 0; s < 4; s++ {
-			shift := 2 * s
-			// Each 32-weight run spans two 16-weight scale groups.
-			for g := 0; g < 2; g++ {
-				i0 := 128*h + 32*s + 16*g
-				sc := scales[i0/16]
-				dl := d * float32(sc&0xf)
-				ml := dmin * float32(sc>>4)
-				o := out[i0 : i0+16]
-				qq := q[16*g : 16*g+16]
-				for j := range o {
-					o[j] = float32(dl*float32(qq[j]>>shift&3)) - ml
-				}
+		for g := 0; g < 2; g++ {
+			k := 8*h + g
+			o := out[128*h+16*g : 128*h+16*g+112]
+			q := qs[32*h+16*g : 32*h+16*g+16]
+			for j, v := range q {
+				o[j] = float32(dl[k]*float32(v&3)) - ml[k]
+				o[j+32] = float32(dl[k+2]*float32(v>>2&3)) - ml[k+2]
+				o[j+64] = float32(dl[k+4]*float32(v>>4&3)) - ml[k+4]
+				o[j+96] = float32(dl[k+6]*float32(v>>6)) - ml[k+6]
 			}
 		}
 	}
@@ -221,19 +223,20 @@ func dequantQ3K(b []byte, out []float32) {
 		dl[i] = d * float32(int8(lo|hi<<4)-32)
 	}
 	out = out[:QK_K]
+	// Walk quant bytes as in Q2_K; weight 128h+32s+j uses hmask bit 4h+s.
 	for h := 0; h < 2; h++ {
-		q := qs[32*h : 32*h+32]
-		for s := 0; s < 4; s++ {
-			shift, bit := 2*s, 4*h+s // weights 128h+32s+j: hmask bit (128h+32s)/32
-			for g := 0; g < 2; g++ {
-				i0 := 128*h + 32*s + 16*g
-				scale := dl[i0/16]
-				o := out[i0 : i0+16]
-				qq, hm := q[16*g:16*g+16], hmask[16*g:16*g+16]
-				for j := range o {
-					v := int8(qq[j]>>shift&3) - int8((^hm[j]>>bit&1)<<2)
-					o[j] = scale * float32(v)
-				}
+		hshift := uint(4*h) & 7
+		for g := 0; g < 2; g++ {
+			k := 8*h + g
+			o := out[128*h+16*g : 128*h+16*g+112]
+			q := qs[32*h+16*g : 32*h+16*g+16]
+			hm := hmask[16*g : 16*g+16]
+			for j, v := range q {
+				m := ^hm[j] >> hshift // a set bit here means "subtract 4"
+				o[j] = dl[k] * float32(int8(v&3)-int8(m&1)<<2)
+				o[j+32] = dl[k+2] * float32(int8(v>>2&3)-int8(m>>1&1)<<2)
+				o[j+64] = dl[k+4] * float32(int8(v>>4&3)-int8(m>>2&1)<<2)
+				o[j+96] = dl[k+6] * float32(int8(v>>6)-int8(m>>3&1)<<2)
 			}
 		}
 	}
@@ -260,14 +263,15 @@ func dequantQ4K(b []byte, out []float32) {
 	d, dmin := f16At(b, 0), f16At(b, 2)
 	sc, m := kScaleMin(b[4:16])
 	qs := b[16:144]
-	for sub := 0; sub < 8; sub++ {
-		ds := d * float32(sc[sub])
-		dm := dmin * float32(m[sub])
-		shift := 4 * (sub % 2)
-		q := qs[32*(sub/2) : 32*(sub/2)+32]
-		o := out[32*sub : 32*sub+32]
-		for j := range o {
-			o[j] = float32(ds*float32(q[j]>>shift&0xf)) - dm
+	out = out[:QK_K]
+	for c := 0; c < 4; c++ {
+		ds0, dm0 := d*float32(sc[2*c]), dmin*float32(m[2*c])
+		ds1, dm1 := d*float32(sc[2*c+1]), dmin*float32(m[2*c+1])
+		q := qs[32*c : 32*c+32]
+		lo, hi := out[64*c:64*c+32], out[64*c+32:64*c+64]
+		for j, v := range q {
+			lo[j] = float32(ds0*float32(v&0xf)) - dm0
+			hi[j] = float32(ds1*float32(v>>4)) - dm1
 		}
 	}
 }
@@ -278,15 +282,17 @@ func dequantQ5K(b []byte, out []float32) {
 	d, dmin := f16At(b, 0), f16At(b, 2)
 	sc, m := kScaleMin(b[4:16])
 	qh, qs := b[16:48], b[48:176]
-	for sub := 0; sub < 8; sub++ {
-		ds := d * float32(sc[sub])
-		dm := dmin * float32(m[sub])
-		shift := 4 * (sub % 2)
-		q := qs[32*(sub/2) : 32*(sub/2)+32]
-		o := out[32*sub : 32*sub+32]
-		for j := range o {
-			v := q[j]>>shift&0xf | (qh[j]>>sub&1)<<4
-			o[j] = float32(ds*float32(v)) - dm
+	out = out[:QK_K]
+	for c := 0; c < 4; c++ {
+		ds0, dm0 := d*float32(sc[2*c]), dmin*float32(m[2*c])
+		ds1, dm1 := d*float32(sc[2*c+1]), dmin*float32(m[2*c+1])
+		hshift := uint(2*c) & 7
+		q := qs[32*c : 32*c+32]
+		lo, hi := out[64*c:64*c+32], out[64*c+32:64*c+64]
+		for j, v := range q {
+			h := qh[j] >> hshift
+			lo[j] = float32(ds0*float32(v&0xf|(h&1)<<4)) - dm0
+			hi[j] = float32(ds1*float32(v>>4|(h&2)<<3)) - dm1
 		}
 	}
 }
@@ -298,23 +304,26 @@ func dequantQ5K(b []byte, out []float32) {
 func dequantQ6K(b []byte, out []float32) {
 	ql, qh, scales := b[0:128], b[128:192], b[192:208]
 	d := f16At(b, 208)
+	var dl [16]float32
+	for i, sc := range scales {
+		dl[i] = d * float32(int8(sc))
+	}
 	out = out[:QK_K]
+	// Weights 128h+32s+16g+j for s = 0..3 share qh byte 32h+16g+j; s = 0, 2
+	// take the low/high nibble of ql[64h+16g+j], s = 1, 3 those of the byte 32 on.
 	for h := 0; h < 2; h++ {
-		l, hb := ql[64*h:64*h+64], qh[32*h:32*h+32]
-		for s := 0; s < 4; s++ {
-			// Run s: nibbles from l[32(s%2)...] (high half for s >= 2),
-			// top bits from hb at bit 2s.
-			lo := l[32*(s%2) : 32*(s%2)+32]
-			nshift, hshift := 4*(s/2), 2*s
-			for g := 0; g < 2; g++ {
-				i0 := 128*h + 32*s + 16*g
-				dl := d * float32(int8(scales[i0/16]))
-				o := out[i0 : i0+16]
-				ll, hh := lo[16*g:16*g+16], hb[16*g:16*g+16]
-				for j := range o {
-					v := ll[j]>>nshift&0xf | (hh[j]>>hshift&3)<<4
-					o[j] = dl * float32(int8(v)-32)
-				}
+		for g := 0; g < 2; g++ {
+			k := 8*h + g
+			o := out[128*h+16*g : 128*h+16*g+112]
+			l0 := ql[64*h+16*g : 64*h+16*g+16]
+			l1 := ql[64*h+32+16*g : 64*h+32+16*g+16]
+			hb := qh[32*h+16*g : 32*h+16*g+16]
+			for j := range hb {
+				a, c, t := l0[j], l1[j], hb[j]
+				o[j] = dl[k] * float32(int8(a&0xf|(t&3)<<4)-32)
+				o[j+32] = dl[k+2] * float32(int8(c&0xf|(t>>2&3)<<4)-32)
+				o[j+64] = dl[k+4] * float32(int8(a>>4|(t>>4&3)<<4)-32)
+				o[j+96] = dl[k+6] * float32(int8(c>>4|(t>>6)<<4)-32)
 			}
 		}
 	}
