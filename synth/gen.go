@@ -12,8 +12,8 @@ import (
 	"github.com/latent-ai/latent/quant"
 )
 
-// Drawing 30 billion Gaussians and quantizing them would take the better part
-// of an hour on two cores. Instead each (type, scale) gets a pool of blocks
+// Drawing 30 billion Gaussians and quantizing them would take many minutes
+// on two cores (hours for the K-quants). Instead each (type, scale) gets a pool of blocks
 // quantized once from N(0, 1), and tensors are filled by copying pool blocks
 // picked by a fast seeded generator: the values have the right distribution,
 // every chunk is independent of scheduling (same seed, same bytes), and the
@@ -57,7 +57,7 @@ func mix(seed uint64, labels ...uint64) uint64 {
 
 // pool holds n entries of unit values each, encoded as one type.
 type pool struct {
-	unit, entryBytes, n int // n is a power of two
+	unit, entryBytes, n int
 	run                 int // entries copied per pick
 	data                []byte
 }
@@ -70,11 +70,16 @@ type poolKey struct {
 // scaleFields lists the byte offsets of the f16 scales in one block of the
 // block types synth writes. Every value of such a block is linear in these
 // scales, so multiplying them rescales the block without quantizing again.
-var scaleFields = map[quant.Type][]int{
-	quant.Q4_0: {0}, quant.Q5_0: {0}, quant.Q8_0: {0},
-	quant.Q4_1: {0, 2}, quant.Q5_1: {0, 2},
-	quant.Q4_K: {0, 2}, quant.Q5_K: {0, 2},
-	quant.Q6_K: {208},
+func scaleFields(t quant.Type) []int {
+	switch t {
+	case quant.Q4_0, quant.Q5_0, quant.Q8_0:
+		return []int{0} // d
+	case quant.Q4_1, quant.Q5_1, quant.Q4_K, quant.Q5_K:
+		return []int{0, 2} // d, then the minimum (or its super-block scale)
+	case quant.Q6_K:
+		return []int{208} // d after 128 + 64 bytes of quants and 16 scales
+	}
+	return nil
 }
 
 func isFloat(t quant.Type) bool { return t == quant.F32 || t == quant.F16 || t == quant.BF16 }
@@ -126,7 +131,7 @@ func buildPools(m *Model) (map[poolKey]*pool, error) {
 			for j := range b.vals {
 				b.vals[j] = float32(r.norm())
 			}
-			if _, ok := scaleFields[typ]; ok {
+			if scaleFields(typ) != nil {
 				b.data = make([]byte, nvals/typ.BlockSize()*typ.TypeSize())
 				b.err = quant.Quantize(typ, b.vals, b.data)
 			}
@@ -142,7 +147,7 @@ func buildPools(m *Model) (map[poolKey]*pool, error) {
 		unit, nvals := poolValues(k.typ)
 		eb := k.typ.TypeSize() * unit / k.typ.BlockSize()
 		p := &pool{unit: unit, entryBytes: eb, n: nvals / unit, run: max(1, minRunBytes/eb), data: make([]byte, nvals/k.typ.BlockSize()*k.typ.TypeSize())}
-		if offs, ok := scaleFields[k.typ]; ok {
+		if offs := scaleFields(k.typ); offs != nil {
 			copy(p.data, b.data)
 			ts := k.typ.TypeSize()
 			for blk := 0; blk < len(p.data); blk += ts {
@@ -188,8 +193,7 @@ func fill(j *job, pools map[poolKey]*pool) error {
 	}
 	p := pools[poolKey{t.Type, t.std}]
 	span := p.n - p.run + 1
-	// span is rarely a power of two; the multiply-shift maps 64 random bits
-	// onto it without a division.
+	// The multiply-shift maps 32 random bits onto [0, span) without a division.
 	dst := j.buf
 	for len(dst) > 0 {
 		k := int((r.next() >> 32) * uint64(span) >> 32)

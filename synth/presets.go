@@ -72,15 +72,25 @@ func LookupPreset(name string) (Preset, error) {
 }
 
 // Special tokens as the golden files (and the real tokenizers) spell them.
-var (
-	youtuSpecials = []string{"<|begin_of_text|>", "<|end_of_text|>", "<|User|>", "<|Assistant|>", "<think>", "</think>"}
-	dsv2Specials  = []string{"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "User:", "Assistant:"}
-	glmTinySpec   = []string{"[gMASK]", "<|endoftext|>", "<sop>", "<|user|>", "<|assistant|>", "<think>", "</think>"}
-	// The real GLM-4.7-Flash vocabulary starts its specials with <|endoftext|>
-	// and carries the role tokens llama.cpp treats as end of generation.
-	glmSpecials = []string{"<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>", "<|system|>",
+// Functions, not variables: every Preset gets its own slice.
+func youtuSpecials() []string {
+	return []string{"<|begin_of_text|>", "<|end_of_text|>", "<|User|>", "<|Assistant|>", "<think>", "</think>"}
+}
+
+func dsv2Specials() []string {
+	return []string{"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "User:", "Assistant:"}
+}
+
+func glmTinySpecials() []string {
+	return []string{"[gMASK]", "<|endoftext|>", "<sop>", "<|user|>", "<|assistant|>", "<think>", "</think>"}
+}
+
+// glmSpecials starts, like the real GLM-4.7-Flash vocabulary, with
+// <|endoftext|> and carries the role tokens llama.cpp treats as end of turn.
+func glmSpecials() []string {
+	return []string{"<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>", "<|system|>",
 		"<|user|>", "<|assistant|>", "<|observation|>", "<think>", "</think>"}
-)
+}
 
 // noScaling is what deepseek2.ConfigFrom reports for a file without
 // rope.scaling keys; presets spell it out so a written file reads back equal.
@@ -102,7 +112,7 @@ func tinyYoutu() Preset {
 			RopeBase: 1e4, RMSEps: 1e-6, Vocab: 1024, ContextLength: 4096, Scaling: noScaling(4096),
 			LeadingDense: 3, ExpertFF: 512, ExpertScale: 1, Gating: deepseek2.GatingSoftmax,
 		},
-		Tokenizer: TokenizerSpec{Pre: "youtu", Specials: youtuSpecials, SpecialCount: 8, BOS: 0, EOS: 1},
+		Tokenizer: TokenizerSpec{Pre: "youtu", Specials: youtuSpecials(), SpecialCount: 8, BOS: 0, EOS: 1},
 	}
 }
 
@@ -118,7 +128,7 @@ func tinyDSV2() Preset {
 			LeadingDense: 1, Experts: 8, ExpertsUsed: 3, SharedExperts: 2, ExpertFF: 256,
 			ExpertScale: 1, Gating: deepseek2.GatingSoftmax,
 		},
-		Tokenizer: TokenizerSpec{Pre: "deepseek-llm", Specials: dsv2Specials, SpecialCount: 6, BOS: 0, EOS: 1},
+		Tokenizer: TokenizerSpec{Pre: "deepseek-llm", Specials: dsv2Specials(), SpecialCount: 6, BOS: 0, EOS: 1},
 	}
 }
 
@@ -133,7 +143,7 @@ func tinyGLM() Preset {
 			LeadingDense: 1, Experts: 8, ExpertsUsed: 2, SharedExperts: 1, ExpertFF: 256,
 			ExpertScale: 1.8, ExpertNorm: true, Gating: deepseek2.GatingSigmoid,
 		},
-		Tokenizer: TokenizerSpec{Pre: "glm4", Specials: glmTinySpec, SpecialCount: 7, BOS: 0, EOS: 1},
+		Tokenizer: TokenizerSpec{Pre: "glm4", Specials: glmTinySpecials(), SpecialCount: 7, BOS: 0, EOS: 1},
 	}
 }
 
@@ -152,7 +162,7 @@ func youtuLLM2B() Preset {
 			LeadingDense: 32, ExpertFF: 6144, ExpertScale: 1, Gating: deepseek2.GatingSoftmax,
 		},
 		// Llama-3 style: 128000 ordinary tokens, then 256 specials.
-		Tokenizer: TokenizerSpec{Pre: "youtu", Specials: youtuSpecials, SpecialCount: 256, BOS: 0, EOS: 1},
+		Tokenizer: TokenizerSpec{Pre: "youtu", Specials: youtuSpecials(), SpecialCount: 256, BOS: 0, EOS: 1},
 	}
 }
 
@@ -170,7 +180,7 @@ func deepseekV2Lite() Preset {
 			ExpertScale: 1, Gating: deepseek2.GatingSoftmax,
 		},
 		// 100000 ordinary tokens, the rest (padding in real files) control tokens.
-		Tokenizer: TokenizerSpec{Pre: "deepseek-llm", Specials: dsv2Specials, SpecialCount: 2400, BOS: 0, EOS: 1},
+		Tokenizer: TokenizerSpec{Pre: "deepseek-llm", Specials: dsv2Specials(), SpecialCount: 2400, BOS: 0, EOS: 1},
 	}
 }
 
@@ -189,6 +199,6 @@ func glm47Flash() Preset {
 			ExpertScale: 1.8, ExpertNorm: true, Gating: deepseek2.GatingSigmoid,
 		},
 		// Ordinary tokens end at 151329 (<|endoftext|>), as in the real vocabulary.
-		Tokenizer: TokenizerSpec{Pre: "glm4", Specials: glmSpecials, SpecialCount: 154880 - 151329, BOS: 2, EOS: 0},
+		Tokenizer: TokenizerSpec{Pre: "glm4", Specials: glmSpecials(), SpecialCount: 154880 - 151329, BOS: 2, EOS: 0},
 	}
 }
