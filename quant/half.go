@@ -56,13 +56,12 @@ func F32ToF16(f float32) uint16 {
 		shift := uint32(14 - e) // 14..24
 		return sign | uint16(roundShift(full, shift))
 	}
-	// Normal: drop 13 mantissa bits with rounding. A carry out of the mantissa
-	// correctly bumps the exponent, and into Inf when it overflows.
-	v := uint32(e)<<10 | mant>>13
-	rem := mant & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && v&1 == 1) {
-		v++
-	}
+	// Normal: rebias, then drop 13 mantissa bits rounding to nearest even by
+	// adding just under half an ulp plus the kept lowest bit (no data-
+	// dependent branch). A carry out of the mantissa correctly bumps the
+	// exponent, and into Inf (0x7c00) past the largest half.
+	v := uint32(e)<<23 | mant
+	v = (v + 0xfff + (v >> 13 & 1)) >> 13
 	return sign | uint16(v)
 }
 

@@ -30,8 +30,8 @@ func CanQuantize(t Type) bool { _, ok := encoders[t]; return ok }
 
 // Quantize encodes src as type t into dst. len(src) must be a whole number of
 // blocks and dst exactly the bytes those blocks take. Block formats need
-// finite input (a NaN or Inf would poison a shared block scale); plain float
-// formats accept anything.
+// finite input (a NaN or Inf would poison a shared block scale) within the
+// range their f16 scales can express; plain float formats accept anything.
 func Quantize(t Type, src []float32, dst []byte) error {
 	enc, ok := encoders[t]
 	if !ok {
@@ -52,6 +52,8 @@ func Quantize(t Type, src []float32, dst []byte) error {
 		return nil
 	}
 	bs, ts := t.BlockSize(), t.TypeSize()
+	dec := decoders[t] // every block format written here can be read back
+	var back [QK_K]float32
 	for i := 0; i < len(src)/bs; i++ {
 		x := src[i*bs : (i+1)*bs]
 		for j, v := range x {
@@ -59,7 +61,18 @@ func Quantize(t Type, src []float32, dst []byte) error {
 				return fmt.Errorf("quantize %s: weight %d is %v; block formats need finite values", t, i*bs+j, v)
 			}
 		}
-		enc(x, dst[i*ts:(i+1)*ts])
+		blk := dst[i*ts : (i+1)*ts]
+		enc(x, blk)
+		// Scales are stored as f16: weights beyond what that can scale
+		// (|w| of roughly 5e5 for Q4_0, more for the others) would decode
+		// as Inf/NaN. Decoding the block back is the one check that covers
+		// every format.
+		dec(blk, back[:bs])
+		for _, v := range back[:bs] {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("quantize %s: block %d (weights %d..%d) is out of the format's range: its f16 scale overflows", t, i, i*bs, (i+1)*bs-1)
+			}
+		}
 	}
 	return nil
 }
@@ -113,10 +126,9 @@ func minMax(x []float32) (mn, mx float32) {
 // ±0.5 is exact in float64, and the conversion truncates toward zero. It
 // avoids math.Round, which is not an intrinsic on amd64.
 func roundAway(v float32) int {
-	if v < 0 {
-		return int(float64(v) - 0.5)
-	}
-	return int(float64(v) + 0.5)
+	// Copysign instead of a branch: the sign of quantized data is random,
+	// and a mispredicted branch per weight dominated the cost.
+	return int(float64(v) + math.Copysign(0.5, float64(v)))
 }
 
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }

@@ -248,6 +248,17 @@ func TestSizeErrors(t *testing.T) {
 	if err := quant.Quantize(quant.F16, x, make([]byte, 64)); err != nil {
 		t.Errorf("F16 with +Inf: %v", err)
 	}
+	// Weights too large for an f16 block scale are an error, not Inf/NaN blocks.
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q6_K} {
+		big := make([]float32, quant.QK_K)
+		big[quant.QK_K-1] = 3e9
+		dst := make([]byte, 0, typ.TypeSize()*quant.QK_K/typ.BlockSize())
+		dst = dst[:cap(dst)]
+		err := quant.Quantize(typ, big, dst)
+		if err == nil || !strings.Contains(err.Error(), "f16 scale overflows") {
+			t.Errorf("%s with |w| = 3e9: error %v, want a scale overflow", typ, err)
+		}
+	}
 	// Empty input is zero blocks: fine.
 	if err := quant.Dequantize(quant.Q4_K, nil, nil); err != nil {
 		t.Errorf("empty Dequantize: %v", err)
