@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/latent-ai/latent/engine"
+	"github.com/latent-ai/latent/gguf"
 )
 
 // goldenTolerance is the largest logit deviation allowed against llama.cpp
@@ -121,4 +122,113 @@ func topTwo(x []float32) (top, second float32) {
 		}
 	}
 	return top, second
+}
+
+// rewriteGolden copies a golden model through the GGUF writer, letting edit
+// change each tensor's declared shape (its data is cut or padded to fit).
+func rewriteGolden(t *testing.T, name string, setKV func(key string, v gguf.Value) gguf.Value, edit func(ti *gguf.TensorInfo)) string {
+	t.Helper()
+	f, err := gguf.Open(filepath.Join(goldenDir, "models", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := filepath.Join(t.TempDir(), name)
+	fd, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	w := gguf.NewWriter(fd)
+	for _, kv := range f.KV {
+		if kv.Key == "general.alignment" {
+			continue
+		}
+		if err := w.SetKV(kv.Key, setKV(kv.Key, kv.Value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var data [][]byte
+	for i := range f.Tensors {
+		ti := f.Tensors[i]
+		src := f.TensorData(&ti)
+		ti.Dims = append([]uint64(nil), ti.Dims...)
+		edit(&ti)
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims...); err != nil {
+			t.Fatal(err)
+		}
+		size, _ := ti.Type.RowBytes(ti.Elements())
+		buf := make([]byte, size)
+		copy(buf, src)
+		data = append(data, buf)
+	}
+	if err := w.WriteHeader(); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range data {
+		if _, err := w.Write(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestLogitsErrors(t *testing.T) {
+	model := filepath.Join(goldenDir, "models", "tiny-glm-q4_0.gguf")
+	keep := func(_ string, v gguf.Value) gguf.Value { return v }
+	same := func(*gguf.TensorInfo) {}
+	llama := rewriteGolden(t, "tiny-glm-q4_0.gguf", func(k string, v gguf.Value) gguf.Value {
+		if k == "general.architecture" {
+			return gguf.String("llama")
+		}
+		return v
+	}, same)
+	badShape := rewriteGolden(t, "tiny-glm-q4_0.gguf", keep, func(ti *gguf.TensorInfo) {
+		if ti.Name == "blk.1.attn_q_b.weight" {
+			ti.Dims[1] = 256
+		}
+	})
+	missing := rewriteGolden(t, "tiny-youtu-f32.gguf", keep, func(ti *gguf.TensorInfo) {
+		if ti.Name == "blk.2.ffn_up.weight" {
+			ti.Name = "blk.2.ffn_upper.weight"
+		}
+	})
+	raw, err := os.ReadFile(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(t.TempDir(), "truncated.gguf")
+	if err := os.WriteFile(truncated, raw[:len(raw)-1000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prompt17 := "1017,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"prompt past context", []string{"logits", model, "--tokens", prompt17, "--ctx", "16", "--steps", "0"}, "17 prompt tokens + 0 steps exceed the context of 16"},
+		{"steps past context", []string{"logits", model, "--tokens", "1017,1", "--ctx", "8", "--steps", "7"}, "exceed the context of 8"},
+		{"truncated model", []string{"logits", truncated, "--tokens", "1"}, truncated + `: tensor "`},
+		{"unknown architecture", []string{"logits", llama, "--tokens", "1"}, `architecture "llama" is not supported; supported: deepseek2`},
+		{"wrong shape", []string{"logits", badShape, "--tokens", "1"}, "tensor blk.1.attn_q_b.weight has shape [256 256], want [256 384]"},
+		{"missing tensor", []string{"logits", missing, "--tokens", "1"}, "tensor blk.2.ffn_up.weight is missing"},
+		{"token outside vocabulary", []string{"logits", model, "--tokens", "1024"}, "token 1024 is outside the vocabulary of 1024"},
+		{"bad token list", []string{"logits", model, "--tokens", "1,,2"}, `--tokens: "" is not a token id`},
+		{"unknown backend", []string{"logits", model, "--tokens", "1", "--backend", "tpu"}, `unknown backend "tpu"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runLatent(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+		})
+	}
 }
