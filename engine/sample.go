@@ -1,0 +1,355 @@
+package engine
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// SamplerOptions choose how the next token is picked from the logits. The
+// stages run in llama.cpp's order: repetition penalty, top-k, top-p, min-p,
+// temperature, then a seeded draw.
+//
+// The zero value is greedy decoding with every stage off; DefaultSamplerOptions
+// gives llama.cpp's defaults.
+type SamplerOptions struct {
+	// Temperature divides the logits before the draw; ≤ 0 means greedy
+	// (the argmax after the penalty). Default 0.8.
+	Temperature float32
+	// TopP keeps the smallest set of most likely tokens whose probability
+	// reaches TopP; 0 or 1 turns it off (llama.cpp's 0 keeps only the top
+	// token: use TopK 1 for that). Default 0.95.
+	TopP float32
+	// MinP drops tokens less likely than MinP times the most likely one;
+	// 0 turns it off. Default 0.05.
+	MinP float32
+	// RepeatPenalty divides the positive logits and multiplies the negative
+	// ones of tokens among the last RepeatLastN of the history (prompt
+	// included); 0 or 1 turns it off. Default 1 (off).
+	RepeatPenalty float32
+	// TopK keeps the TopK most likely tokens; 0 turns it off. Default 40.
+	TopK int
+	// RepeatLastN is how much history the penalty looks at; 0 turns it off,
+	// -1 means all of it. Default 64.
+	RepeatLastN int
+	// Seed seeds the draw: the same seed, options and logits give the same
+	// tokens.
+	Seed uint64
+}
+
+// DefaultSamplerOptions are llama.cpp's defaults (seed 0).
+func DefaultSamplerOptions() SamplerOptions {
+	return SamplerOptions{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1, RepeatLastN: 64}
+}
+
+// Validate reports the first option out of range, named as the CLI flag.
+func (o SamplerOptions) Validate() error {
+	finite := func(x float32) bool { return !math.IsNaN(float64(x)) && !math.IsInf(float64(x), 0) }
+	switch {
+	case !finite(o.Temperature):
+		return fmt.Errorf("temperature %v is not a finite number", o.Temperature)
+	case o.TopK < 0:
+		return fmt.Errorf("top-k %d is negative (0 turns it off)", o.TopK)
+	case !finite(o.TopP) || o.TopP < 0 || o.TopP > 1:
+		return fmt.Errorf("top-p %v is outside [0, 1]", o.TopP)
+	case !finite(o.MinP) || o.MinP < 0 || o.MinP > 1:
+		return fmt.Errorf("min-p %v is outside [0, 1]", o.MinP)
+	case !finite(o.RepeatPenalty) || o.RepeatPenalty < 0:
+		return fmt.Errorf("repeat-penalty %v is not a non-negative number", o.RepeatPenalty)
+	case o.RepeatLastN < -1:
+		return fmt.Errorf("repeat-last-n %d is below -1 (-1: the whole history)", o.RepeatLastN)
+	}
+	return nil
+}
+
+// pcgStream is the second PCG seed word: any fixed value works, it only has
+// to stay the same so that a seed keeps giving the same tokens.
+const pcgStream = 0x9e3779b97f4a7c15
+
+// Sampler picks tokens from logits as its options say. Its buffers grow to
+// the vocabulary on the first call and are reused, so steady-state calls do
+// not allocate. It is not safe for concurrent use.
+type Sampler struct {
+	o    SamplerOptions
+	rng  *rand.Rand
+	buf  []float32   // the logits after the repetition penalty
+	cand []candidate // the tokens still in the running
+	w    []float64   // their weights for the draw
+	mark []uint32    // mark[t] == call: t was penalised in this call
+	call uint32
+	mass [1024]float64 // top-p's probability mass per logit bucket
+}
+
+type candidate struct {
+	id    int32
+	logit float32
+}
+
+// NewSampler checks o and returns a sampler seeded from o.Seed.
+func NewSampler(o SamplerOptions) (*Sampler, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return &Sampler{o: o, rng: rand.New(rand.NewPCG(o.Seed, pcgStream))}, nil
+}
+
+// Sample picks the next token from logits (one per vocabulary entry, at least
+// one) given the tokens so far; history ids outside the vocabulary are
+// ignored. logits is not modified.
+func (s *Sampler) Sample(logits []float32, history []int32) int32 {
+	l := s.penalize(logits, history)
+	if s.o.Temperature <= 0 {
+		return greedy(l)
+	}
+	cand, top := s.candidates(l)
+	if len(cand) == 0 || top > math.MaxFloat32 { // all NaN or -Inf, or an +Inf: nothing to weigh
+		return greedy(l)
+	}
+	return s.draw(cand, top)
+}
+
+// greedy is the index of the largest logit, the first on ties, never a NaN
+// one unless all are (then 0).
+func greedy(l []float32) int32 {
+	best, bv := 0, float32(math.Inf(-1))
+	for i, v := range l {
+		if v > bv {
+			best, bv = i, v
+		}
+	}
+	return int32(best)
+}
+
+// penalize returns logits with the repetition penalty applied once to each
+// distinct recent token (llama.cpp: divide if positive, else multiply), in a
+// copy so that the caller's logits stay as they were.
+func (s *Sampler) penalize(logits []float32, history []int32) []float32 {
+	p, n := s.o.RepeatPenalty, s.o.RepeatLastN
+	if p == 0 || p == 1 || n == 0 || len(history) == 0 {
+		return logits
+	}
+	if n > 0 && n < len(history) {
+		history = history[len(history)-n:]
+	}
+	V := len(logits)
+	if cap(s.buf) < V {
+		s.buf = make([]float32, V)
+		s.mark = make([]uint32, V)
+		s.call = 0
+	}
+	buf, mark := s.buf[:V], s.mark[:V]
+	copy(buf, logits)
+	if s.call++; s.call == 0 { // wrapped: old marks could collide
+		clear(mark)
+		s.call = 1
+	}
+	for _, t := range history {
+		if t < 0 || int(t) >= V || mark[t] == s.call {
+			continue
+		}
+		mark[t] = s.call
+		if buf[t] <= 0 {
+			buf[t] *= p
+		} else {
+			buf[t] /= p
+		}
+	}
+	return buf
+}
+
+// better orders candidates from most to least likely, the lower id first on
+// ties, so that the outcome never depends on sort stability.
+func better(a, b candidate) int {
+	if a.logit != b.logit {
+		if a.logit > b.logit {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Compare(a.id, b.id)
+}
+
+// candidates applies top-k, top-p and min-p to l and returns the survivors
+// (most likely first when top-p is on) with the largest logit, or nothing
+// when no logit is above -Inf. NaN logits never survive.
+//
+// min-p runs before the sort although llama.cpp applies it after top-p: both
+// keep a prefix of the same sorted order, min-p's threshold depends only on
+// the top logit and top-p's cut only on the set top-k left, so the result is
+// the same, and sorting only min-p's survivors is much cheaper on a large
+// vocabulary.
+func (s *Sampler) candidates(l []float32) ([]candidate, float32) {
+	V := len(l)
+	if cap(s.cand) < V {
+		s.cand = make([]candidate, 0, V)
+		s.w = make([]float64, 0, V)
+	}
+	o := s.o
+	cand := s.cand[:0]
+	if o.TopK > 0 && o.TopK < V {
+		cand = topK(cand, l, o.TopK)
+	} else {
+		for i, x := range l {
+			if x == x { // not NaN
+				cand = append(cand, candidate{int32(i), x})
+			}
+		}
+	}
+	top := float32(math.Inf(-1))
+	for _, c := range cand {
+		if c.logit > top {
+			top = c.logit
+		}
+	}
+	if !(top > float32(math.Inf(-1))) {
+		return nil, top
+	}
+
+	minP := float32(math.Inf(-1))
+	if o.MinP > 0 {
+		// llama.cpp: keep logit ≥ top + ln(min_p), i.e. p ≥ min_p · p_max.
+		minP = top + float32(math.Log(float64(o.MinP)))
+	}
+	topP := o.TopP > 0 && o.TopP < 1
+	var z float64 // top-p's normaliser: over the set top-k left
+	cut := buckets{cut: -1}
+	if topP {
+		z, cut = s.cutTopP(cand, top)
+	}
+	kept := cand[:0]
+	for _, c := range cand {
+		if c.logit >= minP && cut.reaches(c.logit) {
+			kept = append(kept, c)
+		}
+	}
+	cand = kept
+	if topP { // the draw itself needs no order
+		slices.SortFunc(cand, better)
+		var cum float64
+		for i, c := range cand {
+			cum += math.Exp(float64(c.logit-top)) / z
+			if cum >= float64(o.TopP) {
+				cand = cand[:i+1]
+				break
+			}
+		}
+	}
+	return cand, top
+}
+
+// buckets split the logits below top into equal ranges, the top first.
+type buckets struct {
+	top, scale float32
+	last, cut  int // the last bucket; the last one kept (-1: no cut)
+}
+
+func (b buckets) of(x float32) int {
+	if f := (b.top - x) * b.scale; f >= 0 && f < float32(b.last) {
+		return int(f)
+	}
+	return b.last // the lowest logits, and -Inf
+}
+
+// reaches reports whether x lies in a bucket above the cut.
+func (b buckets) reaches(x float32) bool { return b.cut < 0 || b.of(x) <= b.cut }
+
+// cutTopP returns the sum of exp(logit − top) over cand and the logit
+// buckets that top-p's cut can reach. Sorting a whole vocabulary costs tens
+// of milliseconds, so, as llama.cpp does, it spreads the mass over buckets of
+// logit below top and finds the first bucket where it reaches p: only that
+// bucket and the ones above it need sorting.
+func (s *Sampler) cutTopP(cand []candidate, top float32) (float64, buckets) {
+	w := s.w[:len(cand)]
+	lo := top
+	var z float64
+	for i, c := range cand {
+		w[i] = math.Exp(float64(c.logit - top))
+		z += w[i]
+		if c.logit < lo && c.logit > float32(math.Inf(-1)) {
+			lo = c.logit
+		}
+	}
+	b := buckets{top: top, last: len(s.mass) - 1, cut: -1}
+	if lo == top {
+		return z, b
+	}
+	b.scale = float32(b.last) / (top - lo)
+	clear(s.mass[:])
+	for i, c := range cand {
+		s.mass[b.of(c.logit)] += w[i]
+	}
+	need, cum := float64(s.o.TopP)*z, 0.0
+	for i, m := range s.mass {
+		if cum += m; cum >= need {
+			if i < b.last {
+				b.cut = i
+			}
+			break
+		}
+	}
+	return z, b
+}
+
+// draw picks one candidate with probability ∝ exp((logit − top)/T).
+func (s *Sampler) draw(cand []candidate, top float32) int32 {
+	w := s.w[:len(cand)]
+	inv := 1 / float64(s.o.Temperature)
+	var sum float64
+	for i, c := range cand {
+		w[i] = math.Exp(float64(c.logit-top) * inv)
+		sum += w[i]
+	}
+	r := s.rng.Float64() * sum
+	for i, x := range w {
+		if r < x {
+			return cand[i].id
+		}
+		r -= x
+	}
+	return cand[len(cand)-1].id // rounding left r just above the last weight
+}
+
+// topK gathers the k best tokens of l into dst (unsorted) with a min-heap
+// whose root is the worst one kept: O(V log k) instead of sorting V tokens.
+func topK(dst []candidate, l []float32, k int) []candidate {
+	h := dst[:0]
+	for i, x := range l {
+		c := candidate{int32(i), x}
+		if x != x { // NaN
+			continue
+		}
+		if len(h) < k {
+			h = append(h, c)
+			for j := len(h) - 1; j > 0; { // sift up
+				p := (j - 1) / 2
+				if better(h[j], h[p]) <= 0 {
+					break
+				}
+				h[j], h[p] = h[p], h[j]
+				j = p
+			}
+			continue
+		}
+		if x < h[0].logit || better(c, h[0]) >= 0 { // the first test is the fast path
+			continue
+		}
+		h[0] = c
+		for j := 0; ; { // sift down: the worst child moves up
+			m, a, b := j, 2*j+1, 2*j+2
+			if a < k && better(h[a], h[m]) > 0 {
+				m = a
+			}
+			if b < k && better(h[b], h[m]) > 0 {
+				m = b
+			}
+			if m == j {
+				break
+			}
+			h[j], h[m] = h[m], h[j]
+			j = m
+		}
+	}
+	return h
+}
