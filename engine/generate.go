@@ -1,0 +1,222 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Why a generation ended (Result.StopReason).
+const (
+	StopEOS       = "eos"       // the model produced an end-of-generation token
+	StopSequence  = "stop"      // the output ended with a stop sequence
+	StopLength    = "length"    // MaxTokens were generated
+	StopCancelled = "cancelled" // the context was cancelled
+	StopContext   = "context"   // the model's context is full
+)
+
+// Request is one generation.
+type Request struct {
+	Prompt    []int32   // token ids, BOS included if the model wants one
+	MaxTokens int       // tokens to generate at most; ≤ 0: until another stop
+	Stop      [][]int32 // token sequences that end the output (not emitted)
+	EOG       []int32   // end-of-generation ids (not emitted)
+	Sampler   SamplerOptions
+}
+
+// Token is one generated token, streamed once it is certain to be output:
+// tokens that could begin a stop sequence are held back until they cannot.
+type Token struct {
+	ID int32
+}
+
+// Result describes a finished generation.
+type Result struct {
+	PromptTokens int
+	// Generated counts the sampled tokens, including an end-of-generation
+	// token or stop sequence that ended the output without being emitted.
+	Generated  int
+	StopReason string // one of the Stop constants
+	// PrefillDuration is the prompt's forward pass and the first token's
+	// sampling (the time to the first token); DecodeDuration is the rest,
+	// in which the other Generated−1 tokens were made.
+	PrefillDuration, DecodeDuration time.Duration
+}
+
+// PromptRate is prompt tokens per second of prefill.
+func (r *Result) PromptRate() float64 {
+	return rate(r.PromptTokens, r.PrefillDuration)
+}
+
+// DecodeRate is generated tokens per second after the first one.
+func (r *Result) DecodeRate() float64 {
+	return rate(r.Generated-1, r.DecodeDuration)
+}
+
+func rate(n int, d time.Duration) float64 {
+	if n <= 0 || d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// Generate prefills req.Prompt in one batch, from an empty cache, then
+// samples and decodes one token at a time, passing each to emit as soon as
+// it is known to be output, until an end-of-generation token, a stop
+// sequence, MaxTokens, a full context or the cancellation of ctx.
+//
+// Stopping is not a failure: a cancelled ctx returns StopReason "cancelled"
+// and a nil error, without emitting anything more (tokens held back for a
+// possible stop sequence are dropped); the other reasons emit the held-back
+// tokens that turned out not to be a stop sequence first. An error from emit
+// ends the generation and is returned as it is.
+func Generate(ctx context.Context, m Model, req Request, emit func(Token) error) (*Result, error) {
+	V, C := m.Vocab(), m.Context()
+	if err := req.check(V, C); err != nil {
+		return nil, err
+	}
+	s, err := NewSampler(req.Sampler)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{PromptTokens: len(req.Prompt)}
+	if ctx.Err() != nil {
+		res.StopReason = StopCancelled
+		return res, nil
+	}
+
+	// The history feeds the repetition penalty; it is sized for the most
+	// tokens the context allows so that decoding does not reallocate it.
+	most := C - len(req.Prompt) + 1
+	if req.MaxTokens > 0 {
+		most = min(most, req.MaxTokens)
+	}
+	history := make([]int32, len(req.Prompt), len(req.Prompt)+most)
+	copy(history, req.Prompt)
+	var held []int32 // generated, not yet emitted: the start of a stop sequence
+	next := make([]int32, 1)
+
+	start := time.Now()
+	m.Reset()
+	logits, err := m.Forward(req.Prompt, false)
+	if err != nil {
+		return nil, fmt.Errorf("prefill of %d tokens: %w", len(req.Prompt), err)
+	}
+	emitAll := func(toks []int32) error {
+		for _, t := range toks {
+			if err := emit(Token{ID: t}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	finish := func(reason string) (*Result, error) {
+		res.StopReason = reason
+		if res.Generated == 0 {
+			res.PrefillDuration = time.Since(start)
+		} else {
+			res.DecodeDuration = time.Since(start)
+		}
+		return res, nil
+	}
+	for {
+		if ctx.Err() != nil {
+			return finish(StopCancelled)
+		}
+		tok := s.Sample(logits, history)
+		history = append(history, tok)
+		if res.Generated++; res.Generated == 1 {
+			res.PrefillDuration = time.Since(start)
+			start = time.Now()
+		}
+
+		if slices.Contains(req.EOG, tok) {
+			if err := emitAll(held); err != nil {
+				return nil, err
+			}
+			return finish(StopEOS)
+		}
+		held = append(held, tok)
+		if n := matchStop(req.Stop, held); n > 0 {
+			if err := emitAll(held[:len(held)-n]); err != nil {
+				return nil, err
+			}
+			return finish(StopSequence)
+		}
+		keep := partialStop(req.Stop, held)
+		if err := emitAll(held[:len(held)-keep]); err != nil {
+			return nil, err
+		}
+		held = append(held[:0], held[len(held)-keep:]...)
+
+		if req.MaxTokens > 0 && res.Generated >= req.MaxTokens {
+			if err := emitAll(held); err != nil {
+				return nil, err
+			}
+			return finish(StopLength)
+		}
+		if m.Position() >= C {
+			if err := emitAll(held); err != nil {
+				return nil, err
+			}
+			return finish(StopContext)
+		}
+		if ctx.Err() != nil {
+			return finish(StopCancelled)
+		}
+		next[0] = tok
+		if logits, err = m.Forward(next, false); err != nil {
+			return nil, fmt.Errorf("decode step %d: %w", res.Generated, err)
+		}
+	}
+}
+
+// check rejects what would fail or mislead only once generation is under
+// way.
+func (r *Request) check(vocab, context int) error {
+	if len(r.Prompt) == 0 {
+		return fmt.Errorf("generate: empty prompt")
+	}
+	if len(r.Prompt) > context {
+		return fmt.Errorf("generate: the prompt has %d tokens, more than the context of %d", len(r.Prompt), context)
+	}
+	for _, t := range r.Prompt {
+		if t < 0 || int(t) >= vocab {
+			return fmt.Errorf("generate: prompt token %d is outside the vocabulary of %d", t, vocab)
+		}
+	}
+	for i, s := range r.Stop {
+		if len(s) == 0 {
+			return fmt.Errorf("generate: stop sequence %d is empty", i+1)
+		}
+	}
+	return nil
+}
+
+// matchStop returns the length of the longest stop sequence that held ends
+// with (the one starting earliest), or 0.
+func matchStop(stops [][]int32, held []int32) int {
+	n := 0
+	for _, s := range stops {
+		if len(s) > n && len(s) <= len(held) && slices.Equal(held[len(held)-len(s):], s) {
+			n = len(s)
+		}
+	}
+	return n
+}
+
+// partialStop returns the length of the longest tail of held that some stop
+// sequence begins with (and is longer than), or 0: those tokens must wait.
+func partialStop(stops [][]int32, held []int32) int {
+	n := 0
+	for _, s := range stops {
+		for k := min(len(s)-1, len(held)); k > n; k-- {
+			if slices.Equal(held[len(held)-k:], s[:k]) {
+				n = k
+				break
+			}
+		}
+	}
+	return n
+}
