@@ -102,6 +102,7 @@ func TestGenerateStops(t *testing.T) {
 		{"held tokens flushed when the context fills", []int32{5, 6, 7}, 5, 0, [][]int32{{7, 8}}, nil, []int32{5, 6, 7}, StopContext, 3},
 		{"overlapping tail", []int32{5, 6, 6, 6, 7, 9}, 64, 10, [][]int32{{6, 6, 7}}, nil, []int32{5, 6}, StopSequence, 5},
 		{"the earliest-starting match wins", []int32{5, 6, 7}, 64, 10, [][]int32{{7}, {6, 7}}, nil, []int32{5}, StopSequence, 3},
+		{"the earliest-starting match wins, listed first", []int32{5, 6, 7}, 64, 10, [][]int32{{6, 7}, {7}}, nil, []int32{5}, StopSequence, 3},
 		{"partial of one, match of another", []int32{5, 6, 7, 9}, 64, 10, [][]int32{{6, 7, 8}, {7, 9}}, nil, []int32{5, 6}, StopSequence, 4},
 		{"stop at the very start", []int32{6, 7, 1}, 64, 10, [][]int32{{6, 7}}, nil, []int32{}, StopSequence, 2},
 		{"the prompt does not count", []int32{7, 8}, 64, 2, [][]int32{{3, 7}}, nil, []int32{7, 8}, StopLength, 2},
