@@ -104,7 +104,7 @@ func (s *Sampler) Sample(logits []float32, history []int32) int32 {
 		return greedy(l)
 	}
 	cand, top := s.candidates(l)
-	if len(cand) == 0 || top > math.MaxFloat32 { // all NaN or -Inf, or an +Inf: nothing to weigh
+	if len(cand) == 0 {
 		return greedy(l)
 	}
 	return s.draw(cand, top)
@@ -173,7 +173,7 @@ func better(a, b candidate) int {
 
 // candidates applies top-k, top-p and min-p to l and returns the survivors
 // (most likely first when top-p is on) with the largest logit, or nothing
-// when no logit is above -Inf. NaN logits never survive.
+// when the largest is -Inf or +Inf. NaN logits never survive.
 //
 // min-p runs before the sort although llama.cpp applies it after top-p: both
 // keep a prefix of the same sorted order, min-p's threshold depends only on
@@ -203,8 +203,8 @@ func (s *Sampler) candidates(l []float32) ([]candidate, float32) {
 			top = c.logit
 		}
 	}
-	if !(top > float32(math.Inf(-1))) {
-		return nil, top
+	if !(top > float32(math.Inf(-1))) || top > math.MaxFloat32 {
+		return nil, top // nothing finite to weigh against: the caller picks greedily
 	}
 
 	minP := float32(math.Inf(-1))
