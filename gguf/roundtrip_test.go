@@ -2,6 +2,7 @@ package gguf
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"reflect"
 	"strings"
@@ -332,5 +333,113 @@ func TestWriterErrors(t *testing.T) {
 				t.Errorf("error %v, want one containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestNumericAccessors(t *testing.T) {
+	type want struct {
+		u      uint64
+		uok    bool
+		i      int64
+		iok    bool
+		f      float64
+		fok    bool
+		intArr []int64
+	}
+	cases := []struct {
+		v Value
+		w want
+	}{
+		{Uint8(200), want{200, true, 200, true, 200, true, nil}},
+		{Int8(-5), want{0, false, -5, true, -5, true, nil}},
+		{Uint16(60000), want{60000, true, 60000, true, 60000, true, nil}},
+		{Int16(7), want{7, true, 7, true, 7, true, nil}},
+		{Uint32(1 << 31), want{1 << 31, true, 1 << 31, true, 1 << 31, true, nil}},
+		{Int32(-1), want{0, false, -1, true, -1, true, nil}},
+		{Uint64(math.MaxUint64), want{math.MaxUint64, true, 0, false, math.MaxUint64, true, nil}},
+		{Int64(math.MaxInt64), want{math.MaxInt64, true, math.MaxInt64, true, math.MaxInt64, true, nil}},
+		{Float32(0.25), want{0, false, 0, false, 0.25, true, nil}},
+		{Float64(-3), want{0, false, 0, false, -3, true, nil}},
+		{String("7"), want{0, false, 0, false, 0, false, nil}},
+		{Bool(true), want{0, false, 0, false, 0, false, nil}},
+		{Uint8s([]uint8{1, 2}), want{0, false, 0, false, 0, false, []int64{1, 2}}},
+		{Int8s([]int8{-1}), want{0, false, 0, false, 0, false, []int64{-1}}},
+		{Int16s([]int16{-2}), want{0, false, 0, false, 0, false, []int64{-2}}},
+		{Uint32s([]uint32{3}), want{0, false, 0, false, 0, false, []int64{3}}},
+		{Int32s([]int32{-4}), want{0, false, 0, false, 0, false, []int64{-4}}},
+		{Int64s([]int64{math.MinInt64}), want{0, false, 0, false, 0, false, []int64{math.MinInt64}}},
+		{Uint64s([]uint64{5}), want{0, false, 0, false, 0, false, []int64{5}}},
+	}
+	for _, c := range cases {
+		u, uok := c.v.Uint()
+		i, iok := c.v.Int()
+		f, fok := c.v.Float()
+		a, aok := c.v.IntArray()
+		if u != c.w.u || uok != c.w.uok || i != c.w.i || iok != c.w.iok || f != c.w.f || fok != c.w.fok {
+			t.Errorf("%s %s: Uint %d %v, Int %d %v, Float %v %v; want %+v", c.v.Type(), c.v.Format(), u, uok, i, iok, f, fok, c.w)
+		}
+		if aok != (c.w.intArr != nil) || !reflect.DeepEqual(a, c.w.intArr) {
+			t.Errorf("%s: IntArray %v %v, want %v", c.v.Format(), a, aok, c.w.intArr)
+		}
+	}
+	if s := ValueType(99).String(); s != "valuetype(99)" {
+		t.Errorf("ValueType(99) = %q", s)
+	}
+	ti := TensorInfo{Dims: []uint64{4, 3}}
+	if ti.Dim(0) != 4 || ti.Dim(1) != 3 || ti.Dim(2) != 1 || ti.Dim(3) != 1 || ti.Elements() != 12 {
+		t.Errorf("Dim/Elements wrong for %v", ti.Dims)
+	}
+}
+
+// failWriter accepts n bytes, then fails.
+type failWriter struct{ n int }
+
+func (w *failWriter) Write(p []byte) (int, error) {
+	if len(p) > w.n {
+		k := w.n
+		w.n = 0
+		return k, errors.New("disk full")
+	}
+	w.n -= len(p)
+	return len(p), nil
+}
+
+func TestWriterProgressAndFailure(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	w.AddTensor("a", quant.F32, 2)
+	w.AddTensor("empty", quant.F32, 0)
+	w.AddTensor("b", quant.F16, 4)
+	w.WriteHeader()
+	for _, step := range []struct {
+		write int
+		next  string
+	}{{0, "a"}, {7, "a"}, {1, "b"}, {8, ""}} {
+		if _, err := w.Write(make([]byte, step.write)); err != nil {
+			t.Fatal(err)
+		}
+		if w.Current() != step.next {
+			t.Errorf("after %d more bytes Current() = %q, want %q", step.write, w.Current(), step.next)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A failing destination surfaces in Close (the header is buffered) or Write.
+	for _, n := range []int{0, 10, 100} {
+		w := NewWriter(&failWriter{n: n})
+		w.SetKV("k", String(strings.Repeat("x", 50)))
+		w.AddTensor("t", quant.F32, 64)
+		err := w.WriteHeader()
+		if err == nil {
+			_, err = w.Write(make([]byte, 256))
+		}
+		if err == nil {
+			err = w.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), "disk full") {
+			t.Errorf("writer failing after %d bytes: error %v", n, err)
+		}
 	}
 }
