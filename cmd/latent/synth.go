@@ -123,7 +123,7 @@ func runSynth(ctx context.Context, stderr io.Writer, out string, opts synth.Opti
 					eta = fmt.Sprintf("  %.0f s left", float64(total-done)/rate)
 				}
 				fmt.Fprintf(stderr, "\r%5.1f%%  %s / %s  %s/s%s\x1b[K", 100*float64(done)/float64(max(total, 1)),
-					human(done), human(total), human(int64(rate)), eta)
+					humanBytes(done), humanBytes(total), humanBytes(int64(rate)), eta)
 			}
 		}
 	}
@@ -140,22 +140,9 @@ func runSynth(ctx context.Context, stderr io.Writer, out string, opts synth.Opti
 		layers += fmt.Sprintf(" + %d MTP", m.Config.NextN)
 	}
 	fmt.Fprintf(stderr, "wrote %s: %s %s, %s, %d tensors, %s in %.1f s (%s/s)\n",
-		out, m.Preset.Name, m.Options.Format, layers, len(m.Tensors), human(n), el.Seconds(),
-		human(int64(float64(n)/max(el.Seconds(), 1e-9))))
+		out, m.Preset.Name, m.Options.Format, layers, len(m.Tensors), humanBytes(n), el.Seconds(),
+		humanBytes(int64(float64(n)/max(el.Seconds(), 1e-9))))
 	return nil
-}
-
-// human renders a byte count in decimal units, as disk sizes are quoted.
-func human(n int64) string {
-	switch {
-	case n >= 1e9:
-		return fmt.Sprintf("%.2f GB", float64(n)/1e9)
-	case n >= 1e6:
-		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // isTerminal reports whether w is a character device (a terminal), where a
