@@ -3,7 +3,6 @@ package model
 
 import (
 	"fmt"
-	"os"
 	"sort"
 
 	"github.com/latent-ai/latent/gguf"
@@ -103,9 +102,6 @@ var specialRoles = []string{"bos", "eos", "eot", "eom", "unknown", "padding", "s
 // inconsistent is still described; the problem is reported in ArchError.
 func Describe(f *gguf.File, withTensors bool) *Info {
 	in := &Info{File: f.Name, FileBytes: f.Size, GGUFVersion: f.Version, TensorCount: len(f.Tensors)}
-	if st, err := os.Stat(f.Name); err == nil {
-		in.FileBytes = st.Size()
-	}
 	str := func(k string) string {
 		v, _ := f.Get(k)
 		s, _ := v.String()

@@ -46,24 +46,13 @@ func TestLogitsMatchLlamaCpp(t *testing.T) {
 			if !ok {
 				t.Fatalf("no tolerance for golden file %s", name)
 			}
-			raw, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var want engine.Trace
-			if err := json.Unmarshal(raw, &want); err != nil {
-				t.Fatal(err)
-			}
-			feed := make([]string, len(want.Steps))
+			want := readTrace(t, name)
+			feed := make([]int32, len(want.Steps))
 			for i, s := range want.Steps {
-				feed[i] = itoa(s.Token)
-			}
-			prompt := make([]string, len(want.Prompt))
-			for i, tok := range want.Prompt {
-				prompt[i] = itoa(tok)
+				feed[i] = s.Token
 			}
 			out, err := runLatent(t, "logits", filepath.Join(goldenDir, "models", name+".gguf"),
-				"--tokens", strings.Join(prompt, ","), "--steps", itoa(int32(len(want.Steps))), "--feed", strings.Join(feed, ","), "--backend", "cpu")
+				"--tokens", joinTokens(want.Prompt), "--steps", strconv.Itoa(len(want.Steps)), "--feed", joinTokens(feed), "--backend", "cpu")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,20 +78,18 @@ func TestLogitsMatchLlamaCpp(t *testing.T) {
 				}
 			}
 			for i := range want.PromptLogits {
-				check("prompt position "+itoa(int32(i)), got.PromptLogits[i], want.PromptLogits[i])
+				check("prompt position "+strconv.Itoa(i), got.PromptLogits[i], want.PromptLogits[i])
 			}
 			for i := range want.Steps {
 				if got.Steps[i].Token != want.Steps[i].Token {
 					t.Errorf("step %d consumed token %d, want %d", i, got.Steps[i].Token, want.Steps[i].Token)
 				}
-				check("step "+itoa(int32(i)), got.Steps[i].Logits, want.Steps[i].Logits)
+				check("step "+strconv.Itoa(i), got.Steps[i].Logits, want.Steps[i].Logits)
 			}
 			t.Logf("%s: largest deviation %.3g (tolerance %g)", name, worst, tol)
 		})
 	}
 }
-
-func itoa(v int32) string { return strconv.Itoa(int(v)) }
 
 func maxAbsDiff(a, b []float32) float64 {
 	d := 0.0

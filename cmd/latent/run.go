@@ -34,19 +34,13 @@ func newRunCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := engine.Request{MaxTokens: n, Sampler: sampling}
 			var err error
-			if req.Prompt, err = parseTokens("--prompt-tokens", prompt); err != nil {
+			if req.Prompt, err = parseTokens("--prompt-tokens", prompt, true); err != nil {
 				return err
 			}
-			if len(req.Prompt) == 0 {
-				return fmt.Errorf("--prompt-tokens: give at least one token id")
-			}
 			for _, s := range stops {
-				seq, err := parseTokens("--stop", s)
+				seq, err := parseTokens("--stop", s, true)
 				if err != nil {
 					return err
-				}
-				if len(seq) == 0 {
-					return fmt.Errorf("--stop: give at least one token id")
 				}
 				req.Stop = append(req.Stop, seq)
 			}
@@ -68,9 +62,6 @@ func newRunCmd() *cobra.Command {
 			}
 			defer lm.Close()
 			loaded := time.Since(start)
-			if ctx := lm.Model.Context(); len(req.Prompt) > ctx {
-				return fmt.Errorf("%d prompt tokens exceed the context of %d (raise --ctx)", len(req.Prompt), ctx)
-			}
 			if !ignoreEOS {
 				req.EOG = eogTokens(lm.File)
 			}

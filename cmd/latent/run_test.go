@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/latent-ai/latent/engine"
 	"github.com/latent-ai/latent/gguf"
 )
 
@@ -47,22 +45,11 @@ func runRun(t *testing.T, ctx context.Context, stdout stringWriter, args ...stri
 // goldenGreedy reads a golden trace: its prompt and greedy tokens.
 func goldenGreedy(t *testing.T, name string) (prompt string, tokens []int32) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(goldenDir, "logits", name+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tr engine.Trace
-	if err := json.Unmarshal(raw, &tr); err != nil {
-		t.Fatal(err)
-	}
-	p := make([]string, len(tr.Prompt))
-	for i, tok := range tr.Prompt {
-		p[i] = strconv.Itoa(int(tok))
-	}
+	tr := readTrace(t, name)
 	for _, s := range tr.Steps {
 		tokens = append(tokens, s.Token)
 	}
-	return strings.Join(p, ","), tokens
+	return joinTokens(tr.Prompt), tokens
 }
 
 // runIDs parses run's output: token ids separated by spaces, one newline.
@@ -342,7 +329,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{model, "--prompt-tokens", "1", "--stop", ""}, "--stop: give at least one token id"},
 		{[]string{model, "--prompt-tokens", "1", "--stop", "3,-2"}, `--stop: "-2" is not a token id`},
 		{[]string{model, "--prompt-tokens", "1,5000"}, "prompt token 5000 is outside the vocabulary of 1024"},
-		{[]string{model, "--prompt-tokens", "1,2,3,4,5", "--ctx", "4"}, "5 prompt tokens exceed the context of 4 (raise --ctx)"},
+		{[]string{model, "--prompt-tokens", "1,2,3,4,5", "--ctx", "4"}, "the prompt has 5 tokens, more than the context of 4"},
 		{[]string{model, "--prompt-tokens", "1", "--backend", "tpu"}, `unknown backend "tpu"`},
 		{[]string{filepath.Join(t.TempDir(), "missing.gguf"), "--prompt-tokens", "1"}, "no such file"},
 		{[]string{"--prompt-tokens", "1"}, "accepts 1 arg"},

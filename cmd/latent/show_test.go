@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/latent-ai/latent/engine"
 	"github.com/latent-ai/latent/model"
 )
 
@@ -23,6 +25,29 @@ func runLatent(t *testing.T, args ...string) (string, error) {
 	root.SetArgs(args)
 	err := root.Execute()
 	return out.String(), err
+}
+
+// readTrace reads a golden logits file.
+func readTrace(t *testing.T, name string) engine.Trace {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(goldenDir, "logits", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr engine.Trace
+	if err := json.Unmarshal(raw, &tr); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return tr
+}
+
+// joinTokens writes token ids as a flag value: "1,2,3".
+func joinTokens(ids []int32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(s, ",")
 }
 
 func TestShowEveryGoldenModel(t *testing.T) {

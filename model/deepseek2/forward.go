@@ -27,7 +27,7 @@ func (m *Model) Forward(tokens []int32, all bool) ([]float32, error) {
 	}
 	for _, t := range tokens {
 		if t < 0 || int(t) >= c.Vocab {
-			return nil, fmt.Errorf("forward: token %d outside the vocabulary of %d", t, c.Vocab)
+			return nil, fmt.Errorf("token %d is outside the vocabulary of %d", t, c.Vocab)
 		}
 	}
 	pos := make([]int32, T)
