@@ -27,6 +27,11 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true, // a failed command prints one line, not its usage
 		SilenceErrors: true, // main prints the error once
 	}
-	root.AddCommand(newShowCmd(), newSynthCmd(), newLogitsCmd(), newRunCmd())
+	root.AddCommand(
+		newShowCmd(),
+		newSynthCmd(),
+		newLogitsCmd(),
+		newRunCmd(),
+	)
 	return root
 }
