@@ -8,6 +8,7 @@ import "github.com/latent-ai/latent/quant"
 
 // Tensor is an activation buffer on the backend: Rows × Cols float32, row
 // major. A row is one token of a batch. Views share storage with their parent.
+// Tensors and views are scratch of one forward pass: valid until the next Begin.
 type Tensor interface {
 	Rows() int
 	Cols() int
@@ -54,12 +55,24 @@ type MoE struct {
 }
 
 // Backend allocates and runs.
+//
+// A forward pass is Begin, then the operations on Tensors from Tensor. The
+// weights and the cache live as long as the backend; a pass's tensors are
+// recycled at the next Begin, so a steady decode step allocates nothing and
+// the same sequence of calls can be recorded once and replayed.
 type Backend interface {
 	Name() string
 	// Weight adopts a parameter. data is the tensor's bytes in the model file
 	// and stays valid for the backend's life (the file is memory-mapped).
 	Weight(name string, typ quant.Type, dims []uint64, data []byte) (Weight, error)
-	// Tensor allocates a zeroed activation buffer.
+	// Begin starts a forward pass over len(tokens) tokens, token i at
+	// position pos[i] (len(pos) = len(tokens)). The backend copies both to
+	// where its operations read them (Embed, RoPE, CacheStore, Attention), so
+	// the caller may reuse the slices, and recycles the previous pass's tensors.
+	Begin(tokens, pos []int32)
+	// Tensor is a rows × cols activation buffer from the pass's scratch: its
+	// contents are undefined until an operation writes it, and it is valid
+	// until the next Begin.
 	Tensor(rows, cols int) Tensor
 	// Cache allocates the latent cache once, for the whole context.
 	Cache(layers, positions, width int) (Cache, error)
@@ -72,12 +85,14 @@ type Backend interface {
 // Ops are the fused operations a forward pass is made of. Unless said
 // otherwise dst and the sources have the same number of rows, one per token.
 type Ops interface {
-	// View is columns [col, col+cols) of t, sharing storage.
+	// View is columns [col, col+cols) of t, sharing storage (valid until the
+	// next Begin, like t).
 	View(t Tensor, col, cols int) Tensor
 	// RowsOf is rows [row, row+rows) of t, sharing storage.
 	RowsOf(t Tensor, row, rows int) Tensor
-	// Embed sets dst[i] to row tokens[i] of table {dim, vocab}.
-	Embed(dst Tensor, table Weight, tokens []int32)
+	// Embed sets dst[i] to row tokens[i] of table {dim, vocab}, for the
+	// pass's tokens.
+	Embed(dst Tensor, table Weight)
 	// RMSNorm sets dst = src / sqrt(mean(src²) + eps) · w, row by row.
 	RMSNorm(dst, src Tensor, w Weight, eps float32)
 	// MatMul sets dst = src · Wᵀ for W {in, out}: dst[t][o] = Σ_i W[o][i]·src[t][i].
@@ -85,17 +100,19 @@ type Ops interface {
 	// MatMulAdd adds src · Wᵀ into dst (the residual connection, fused).
 	MatMulAdd(dst Tensor, w Weight, src Tensor)
 	// RoPE rotates, in every head of width stride, the n values from column
-	// off, token t at position pos[t].
-	RoPE(t Tensor, stride, off, n int, pos []int32, r *Rope)
-	// CacheStore writes src[t] (Width values) as layer's cache row at pos[t].
-	CacheStore(c Cache, layer int, pos []int32, src Tensor)
+	// off, token t at the pass's position pos[t].
+	RoPE(t Tensor, stride, off, n int, r *Rope)
+	// CacheStore writes src[t] (Width values) as layer's cache row at the
+	// pass's position pos[t].
+	CacheStore(c Cache, layer int, src Tensor)
 	// Attention is absorbed multi-head latent attention (notes §3 steps 6–8).
 	// q holds per head [q_nope | q_pe] (RoPE applied); kb {nope, kv_lora,
 	// heads} absorbs q_nope into the latent space; each token t attends to
-	// layer's cache rows 0..pos[t] with softmax(scale · [q_lat | q_pe]·row);
-	// the weighted sum of the rows' latents goes through vb {kv_lora, v, heads}
-	// into dst, heads·v values per token.
-	Attention(dst, q Tensor, kb, vb Weight, c Cache, layer int, pos []int32, scale float32)
+	// layer's cache rows 0..pos[t] (the pass's positions) with
+	// softmax(scale · [q_lat | q_pe]·row); the weighted sum of the rows'
+	// latents goes through vb {kv_lora, v, heads} into dst, heads·v values
+	// per token.
+	Attention(dst, q Tensor, kb, vb Weight, c Cache, layer int, scale float32)
 	// SwiGLU sets dst = silu(gate) · up.
 	SwiGLU(dst, gate, up Tensor)
 	// Add sets dst += src.
@@ -104,4 +121,11 @@ type Ops interface {
 	// their weighted outputs: scores, top-k, gate/up/SiLU and down in one
 	// operation. Experts are summed in order of selection, as ggml does.
 	MoE(dst, h Tensor, w *MoE, r *Routing)
+}
+
+// Counter is implemented by backends that count the operations they run
+// (kernel launches on a GPU, operations on the CPU), for `latent bench`.
+type Counter interface {
+	// Launches is the number of operations run since the backend started.
+	Launches() uint64
 }

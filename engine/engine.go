@@ -7,6 +7,7 @@ package engine
 type Model interface {
 	// Forward runs tokens at the next positions and returns their logits
 	// (Vocab values per token; only the last token's unless all is set).
+	// The logits may be the model's buffer: valid until the next Forward.
 	Forward(tokens []int32, all bool) ([]float32, error)
 	Vocab() int
 	Context() int  // positions the cache holds

@@ -1,6 +1,9 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Trace is the golden-logits record of a run: the logits at every prompt
 // position from one batched prefill, then one entry per decode step.
@@ -17,7 +20,8 @@ type Step struct {
 	Logits []float32 `json:"logits"`
 }
 
-// RunTrace prefills prompt, then decodes steps tokens. Each step consumes
+// RunTrace prefills prompt, then decodes steps tokens (keeping copies of the
+// logits, which a Model may reuse at its next Forward). Each step consumes
 // feed[i] when given, else the argmax of the previous logits, so a comparison
 // with another implementation cannot drift apart at a near-tie.
 func RunTrace(m Model, prompt []int32, steps int, feed []int32) (*Trace, error) {
@@ -33,6 +37,7 @@ func RunTrace(m Model, prompt []int32, steps int, feed []int32) (*Trace, error) 
 	if err != nil {
 		return nil, err
 	}
+	logits = slices.Clone(logits)
 	tr := &Trace{Vocab: V, Prompt: prompt}
 	for i := range prompt {
 		tr.PromptLogits = append(tr.PromptLogits, logits[i*V:(i+1)*V])
@@ -46,6 +51,7 @@ func RunTrace(m Model, prompt []int32, steps int, feed []int32) (*Trace, error) 
 		if last, err = m.Forward([]int32{tok}, false); err != nil {
 			return nil, fmt.Errorf("step %d: %w", s, err)
 		}
+		last = slices.Clone(last)
 		tr.Steps = append(tr.Steps, Step{Token: tok, Logits: last})
 	}
 	return tr, nil

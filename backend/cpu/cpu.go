@@ -17,6 +17,16 @@ import (
 type CPU struct {
 	pool *pool
 	bufs [][]float32 // per-worker scratch, grown by scratch()
+
+	// The pass: its tokens and positions (copied at Begin) and its scratch
+	// tensors and views, handed out in call order and recycled at Begin.
+	tokens, pos []int32
+	arena       []*tensor
+	used        int
+	views       []*tensor
+	viewsUsed   int
+
+	launches uint64 // operations run, for backend.Counter
 }
 
 var _ backend.Backend = (*CPU)(nil)
@@ -50,9 +60,45 @@ func (t *tensor) Cols() int { return t.cols }
 
 func (t *tensor) row(i int) []float32 { return t.data[i*t.stride : i*t.stride+t.cols] }
 
-// Tensor allocates a zeroed rows × cols buffer.
+// Begin starts a pass: it keeps tokens and positions and recycles the
+// previous pass's tensors and views.
+func (c *CPU) Begin(tokens, pos []int32) {
+	if len(tokens) != len(pos) {
+		panic(fmt.Sprintf("cpu: begin: %d tokens, %d positions", len(tokens), len(pos)))
+	}
+	c.tokens = append(c.tokens[:0], tokens...)
+	c.pos = append(c.pos[:0], pos...)
+	c.used, c.viewsUsed = 0, 0
+}
+
+// Launches counts the operations run so far (backend.Counter).
+func (c *CPU) Launches() uint64 { return c.launches }
+
+// Tensor hands out the pass's next scratch buffer. A pass makes the same
+// calls as the one before it, so after the first pass of a size every call
+// finds its slot with storage already large enough.
 func (c *CPU) Tensor(rows, cols int) backend.Tensor {
-	return &tensor{data: make([]float32, rows*cols), rows: rows, cols: cols, stride: cols}
+	if c.used == len(c.arena) {
+		c.arena = append(c.arena, &tensor{})
+	}
+	t := c.arena[c.used]
+	c.used++
+	if cap(t.data) < rows*cols {
+		t.data = make([]float32, rows*cols)
+	}
+	*t = tensor{data: t.data[:rows*cols], rows: rows, cols: cols, stride: cols}
+	return t
+}
+
+// view hands out the pass's next view header.
+func (c *CPU) view(data []float32, rows, cols, stride int) *tensor {
+	if c.viewsUsed == len(c.views) {
+		c.views = append(c.views, &tensor{})
+	}
+	v := c.views[c.viewsUsed]
+	c.viewsUsed++
+	*v = tensor{data: data, rows: rows, cols: cols, stride: stride}
+	return v
 }
 
 // View is columns [col, col+cols) of t.
@@ -65,7 +111,7 @@ func (c *CPU) View(t backend.Tensor, col, cols int) backend.Tensor {
 	if p.rows == 0 {
 		end = col
 	}
-	return &tensor{data: p.data[col:end], rows: p.rows, cols: cols, stride: p.stride}
+	return c.view(p.data[col:end], p.rows, cols, p.stride)
 }
 
 // RowsOf is rows [row, row+rows) of t.
@@ -75,9 +121,9 @@ func (c *CPU) RowsOf(t backend.Tensor, row, rows int) backend.Tensor {
 		panic(fmt.Sprintf("cpu: rows [%d, %d) of %d", row, row+rows, p.rows))
 	}
 	if rows == 0 {
-		return &tensor{rows: 0, cols: p.cols, stride: p.stride}
+		return c.view(nil, 0, p.cols, p.stride)
 	}
-	return &tensor{data: p.data[row*p.stride : (row+rows-1)*p.stride+p.cols], rows: rows, cols: p.cols, stride: p.stride}
+	return c.view(p.data[row*p.stride:(row+rows-1)*p.stride+p.cols], rows, p.cols, p.stride)
 }
 
 // Read copies t into dst.

@@ -61,9 +61,12 @@ func (c *CPU) scratch(n int) [][]float32 {
 }
 
 // Embed copies table rows.
-func (c *CPU) Embed(dst backend.Tensor, table backend.Weight, tokens []int32) {
+func (c *CPU) Embed(dst backend.Tensor, table backend.Weight) {
 	d, w := tens(dst), wt(table)
-	for i, tok := range tokens {
+	if d.rows != len(c.tokens) {
+		panic(fmt.Sprintf("cpu: embed: %d rows for %d tokens", d.rows, len(c.tokens)))
+	}
+	for i, tok := range c.tokens {
 		row := w.decodeRow(int(tok), d.row(i))
 		copy(d.row(i), row)
 	}
@@ -159,8 +162,8 @@ func (w *weight) Dim(i int) uint64 {
 }
 
 // RoPE rotates adjacent pairs.
-func (c *CPU) RoPE(t backend.Tensor, stride, off, n int, pos []int32, r *backend.Rope) {
-	x := tens(t)
+func (c *CPU) RoPE(t backend.Tensor, stride, off, n int, r *backend.Rope) {
+	x, pos := tens(t), c.pos
 	for i := 0; i < x.rows; i++ {
 		row := x.row(i)
 		p := float64(pos[i])
@@ -178,8 +181,8 @@ func (c *CPU) RoPE(t backend.Tensor, stride, off, n int, pos []int32, r *backend
 }
 
 // CacheStore writes latent rows.
-func (c *CPU) CacheStore(kc backend.Cache, layer int, pos []int32, src backend.Tensor) {
-	k, s := kc.(*cache), tens(src)
+func (c *CPU) CacheStore(kc backend.Cache, layer int, src backend.Tensor) {
+	k, s, pos := kc.(*cache), tens(src), c.pos
 	for i := 0; i < s.rows; i++ {
 		copy(k.row(layer, int(pos[i])), s.row(i))
 	}
@@ -189,8 +192,8 @@ func (c *CPU) CacheStore(kc backend.Cache, layer int, pos []int32, src backend.T
 // into the latent space (each k_b row decoded once for the whole batch),
 // attend one (token, head) pair per task, then project the latents out
 // through v_b.
-func (c *CPU) Attention(dst, q backend.Tensor, kb, vb backend.Weight, kc backend.Cache, layer int, pos []int32, scale float32) {
-	d, qq, k, kbw, vbw := tens(dst), tens(q), kc.(*cache), wt(kb), wt(vb)
+func (c *CPU) Attention(dst, q backend.Tensor, kb, vb backend.Weight, kc backend.Cache, layer int, scale float32) {
+	d, qq, k, kbw, vbw, pos := tens(dst), tens(q), kc.(*cache), wt(kb), wt(vb), c.pos
 	same("attention", d, qq)
 	nope, kvLoRA, heads := int(kbw.dims[0]), int(kbw.dims[1]), int(kbw.Dim(2))
 	width := k.width

@@ -167,13 +167,14 @@ func TestRMSNormAndSwiGLU(t *testing.T) {
 func TestRoPE(t *testing.T) {
 	c := New(1)
 	defer c.Close()
+	c.Begin([]int32{0, 0}, []int32{0, 3})
 	// Two heads of width 6: 2 untouched values, then 2 rotary pairs.
 	x := fill(c, 2, 12, []float32{
 		9, 9, 1, 0, 0, 1, 9, 9, 1, 2, 3, 4,
 		9, 9, 1, 0, 0, 1, 9, 9, 1, 2, 3, 4,
 	})
 	rope := &backend.Rope{Freqs: []float32{0.5, 0.25}}
-	c.RoPE(x, 6, 2, 4, []int32{0, 3}, rope)
+	c.RoPE(x, 6, 2, 4, rope)
 	got := read(c, x)
 	rot := func(a, b, theta float64) (float64, float64) {
 		return a*math.Cos(theta) - b*math.Sin(theta), a*math.Sin(theta) + b*math.Cos(theta)
@@ -204,12 +205,12 @@ func TestAttention(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := randn(r, T*width, 1)
-	pos := []int32{0, 1, 2, 3}
-	c.CacheStore(kc, 1, pos, fill(c, T, width, rows))
+	c.Begin(make([]int32, T), []int32{0, 1, 2, 3})
+	c.CacheStore(kc, 1, fill(c, T, width, rows))
 	qs := randn(r, T*heads*(nope+rope), 1)
 	dst := c.Tensor(T, heads*vdim)
 	const scale = 0.125
-	c.Attention(dst, fill(c, T, heads*(nope+rope), qs), kb, vb, kc, 1, pos, scale)
+	c.Attention(dst, fill(c, T, heads*(nope+rope), qs), kb, vb, kc, 1, scale)
 
 	want := make([]float64, T*heads*vdim)
 	for tk := 0; tk < T; tk++ {

@@ -13,9 +13,49 @@ func (e *ErrContextFull) Error() string {
 	return fmt.Sprintf("context full: %d tokens cached + %d new > context of %d (raise --ctx)", e.Have, e.Need-e.Have, e.Context)
 }
 
+// acts are one pass's activations, T rows each, shared by every layer: a
+// pass asks the backend for them once, so a decode step allocates nothing.
+type acts struct {
+	x      backend.Tensor // the residual stream [T, dim]
+	h      backend.Tensor // a block's normalised input [T, dim]
+	qa     backend.Tensor // [T, q_lora], with q_lora only
+	q      backend.Tensor // [T, heads·(nope+rope)]
+	kv     backend.Tensor // [c | k_pe] [T, kv_lora+rope]
+	o      backend.Tensor // attention output [T, heads·v]
+	g, u   backend.Tensor // dense FFN [T, ff]
+	moe    backend.Tensor // routed experts' sum [T, dim]
+	sg, su backend.Tensor // shared experts [T, expert_ff·shared]
+}
+
+func (m *Model) newActs(T int) *acts {
+	c, be := m.Config, m.be
+	a := &m.acts
+	*a = acts{
+		x:  be.Tensor(T, c.Dim),
+		h:  be.Tensor(T, c.Dim),
+		q:  be.Tensor(T, c.Heads*(c.Nope+c.Rope)),
+		kv: be.Tensor(T, c.CacheRow()),
+		o:  be.Tensor(T, c.Heads*c.VHead),
+	}
+	if c.QLoRA > 0 {
+		a.qa = be.Tensor(T, c.QLoRA)
+	}
+	if m.dense {
+		a.g, a.u = be.Tensor(T, c.FF), be.Tensor(T, c.FF)
+	}
+	if m.moe {
+		a.moe = be.Tensor(T, c.Dim)
+		if c.SharedExperts > 0 {
+			a.sg, a.su = be.Tensor(T, c.ExpertFF*c.SharedExperts), be.Tensor(T, c.ExpertFF*c.SharedExperts)
+		}
+	}
+	return a
+}
+
 // Forward runs tokens at the next positions through the network (one batched
 // pass: prefill for many tokens, decode for one) and returns their logits,
 // vocab values per token: every token's when all is set, else the last one's.
+// The logits are the model's buffer: valid until the next Forward.
 func (m *Model) Forward(tokens []int32, all bool) ([]float32, error) {
 	c, be := m.Config, m.be
 	T := len(tokens)
@@ -30,87 +70,85 @@ func (m *Model) Forward(tokens []int32, all bool) ([]float32, error) {
 			return nil, fmt.Errorf("token %d is outside the vocabulary of %d", t, c.Vocab)
 		}
 	}
-	pos := make([]int32, T)
+	if cap(m.posBuf) < T {
+		m.posBuf = make([]int32, T)
+	}
+	pos := m.posBuf[:T]
 	for i := range pos {
 		pos[i] = int32(m.pos + i)
 	}
 
-	x := be.Tensor(T, c.Dim) // the residual stream [T, dim]
-	be.Embed(x, m.embd, tokens)
+	be.Begin(tokens, pos)
+	a := m.newActs(T)
+	be.Embed(a.x, m.embd)
 	for l := range m.layers {
-		m.attention(l, x, pos)
-		m.feedForward(l, x)
+		m.attention(l, a)
+		m.feedForward(l, a)
 	}
 	m.pos += T
 
+	x, h := a.x, a.h
 	if !all {
-		x = be.RowsOf(x, T-1, 1)
+		x, h = be.RowsOf(x, T-1, 1), be.RowsOf(h, T-1, 1)
 	}
-	h := be.Tensor(x.Rows(), c.Dim)
 	be.RMSNorm(h, x, m.outNorm, float32(c.RMSEps))
 	logits := be.Tensor(x.Rows(), c.Vocab) // [T or 1, vocab]
 	be.MatMul(logits, m.output, h)
-	out := make([]float32, x.Rows()*c.Vocab)
-	be.Read(logits, out)
-	return out, nil
+	n := x.Rows() * c.Vocab
+	if cap(m.out) < n {
+		m.out = make([]float32, n)
+	}
+	be.Read(logits, m.out[:n])
+	return m.out[:n], nil
 }
 
 // attention adds layer l's multi-head latent attention to x (notes §3, 1–8).
-func (m *Model) attention(l int, x backend.Tensor, pos []int32) {
+func (m *Model) attention(l int, a *acts) {
 	c, be, ly := m.Config, m.be, &m.layers[l]
-	T, eps := x.Rows(), float32(c.RMSEps)
+	eps := float32(c.RMSEps)
 
-	h := be.Tensor(T, c.Dim) // 1. h = rms(x, attn_norm)
-	be.RMSNorm(h, x, ly.attnNorm, eps)
+	be.RMSNorm(a.h, a.x, ly.attnNorm, eps) // 1. h = rms(x, attn_norm)
 
-	q := be.Tensor(T, c.Heads*(c.Nope+c.Rope)) // 2. q [T, heads·(nope+rope)]
-	if ly.qA != nil {
-		qa := be.Tensor(T, c.QLoRA)
-		be.MatMul(qa, ly.qA, h)
-		be.RMSNorm(qa, qa, ly.qANorm, eps)
-		be.MatMul(q, ly.qB, qa)
+	if ly.qA != nil { // 2. q [T, heads·(nope+rope)]
+		be.MatMul(a.qa, ly.qA, a.h)
+		be.RMSNorm(a.qa, a.qa, ly.qANorm, eps)
+		be.MatMul(a.q, ly.qB, a.qa)
 	} else {
-		be.MatMul(q, ly.q, h)
+		be.MatMul(a.q, ly.q, a.h)
 	}
 
-	kv := be.Tensor(T, c.CacheRow()) // 3. [c | k_pe] [T, kv_lora+rope]
-	be.MatMul(kv, ly.kvA, h)
-	latent := be.View(kv, 0, c.KVLoRA)
+	be.MatMul(a.kv, ly.kvA, a.h) // 3. [c | k_pe] [T, kv_lora+rope]
+	latent := be.View(a.kv, 0, c.KVLoRA)
 	be.RMSNorm(latent, latent, ly.kvANorm, eps)
 
-	be.RoPE(q, c.Nope+c.Rope, c.Nope, c.Rope, pos, &m.rope) // 4. RoPE on q_pe and k_pe
-	be.RoPE(kv, c.CacheRow(), c.KVLoRA, c.Rope, pos, &m.rope)
+	be.RoPE(a.q, c.Nope+c.Rope, c.Nope, c.Rope, &m.rope) // 4. RoPE on q_pe and k_pe
+	be.RoPE(a.kv, c.CacheRow(), c.KVLoRA, c.Rope, &m.rope)
 
-	be.CacheStore(m.cache, l, pos, kv) // 5. one cache row per position
+	be.CacheStore(m.cache, l, a.kv) // 5. one cache row per position
 
-	o := be.Tensor(T, c.Heads*c.VHead) // 6–8. absorbed attention [T, heads·v]
-	be.Attention(o, q, ly.kB, ly.vB, m.cache, l, pos, m.scale)
-	be.MatMulAdd(x, ly.out, o)
+	be.Attention(a.o, a.q, ly.kB, ly.vB, m.cache, l, m.scale) // 6–8. absorbed attention [T, heads·v]
+	be.MatMulAdd(a.x, ly.out, a.o)
 }
 
 // feedForward adds layer l's dense or mixture-of-experts FFN to x (steps 9–10).
-func (m *Model) feedForward(l int, x backend.Tensor) {
+func (m *Model) feedForward(l int, a *acts) {
 	c, be, ly := m.Config, m.be, &m.layers[l]
-	T := x.Rows()
-	h := be.Tensor(T, c.Dim)
-	be.RMSNorm(h, x, ly.ffnNorm, float32(c.RMSEps))
+	be.RMSNorm(a.h, a.x, ly.ffnNorm, float32(c.RMSEps))
 	if ly.moe == nil {
-		m.denseFFN(x, h, ly.gate, ly.up, ly.down, c.FF)
+		m.denseFFN(a.x, a.h, ly.gate, ly.up, ly.down, a.g, a.u)
 		return
 	}
-	moe := be.Tensor(T, c.Dim) // Σ_e w_e·expert_e(h) + shared(h), then the residual
-	be.MoE(moe, h, ly.moe, &backend.Routing{
-		Sigmoid: c.Gating == GatingSigmoid, Used: c.ExpertsUsed, Norm: c.ExpertNorm, Scale: float32(c.ExpertScale)})
+	// Σ_e w_e·expert_e(h) + shared(h), then the residual
+	be.MoE(a.moe, a.h, ly.moe, &m.routing)
 	if ly.shGate != nil {
-		m.denseFFN(moe, h, ly.shGate, ly.shUp, ly.shDown, c.ExpertFF*c.SharedExperts)
+		m.denseFFN(a.moe, a.h, ly.shGate, ly.shUp, ly.shDown, a.sg, a.su)
 	}
-	be.Add(x, moe)
+	be.Add(a.x, a.moe)
 }
 
-// denseFFN adds down(silu(gate·h) · up·h) to x.
-func (m *Model) denseFFN(x, h backend.Tensor, gate, up, down backend.Weight, ff int) {
-	be, T := m.be, x.Rows()
-	g, u := be.Tensor(T, ff), be.Tensor(T, ff)
+// denseFFN adds down(silu(gate·h) · up·h) to x, through g and u [T, ff].
+func (m *Model) denseFFN(x, h backend.Tensor, gate, up, down backend.Weight, g, u backend.Tensor) {
+	be := m.be
 	be.MatMul(g, gate, h)
 	be.MatMul(u, up, h)
 	be.SwiGLU(g, g, u)

@@ -16,11 +16,19 @@ type Model struct {
 	embd, outNorm, output backend.Weight
 	layers                []layer
 
-	cache backend.Cache
-	ctx   int // positions the cache holds
-	pos   int // the next position to fill
-	rope  backend.Rope
-	scale float32
+	cache   backend.Cache
+	ctx     int // positions the cache holds
+	pos     int // the next position to fill
+	rope    backend.Rope
+	scale   float32
+	routing backend.Routing
+	dense   bool // some layer has a dense FFN
+	moe     bool // some layer has routed experts
+
+	// Reused by every Forward, so that a decode step allocates nothing.
+	acts   acts
+	posBuf []int32
+	out    []float32 // the logits Forward returns
 }
 
 // Load binds the file's tensors on be and allocates the latent cache for ctx
@@ -47,6 +55,14 @@ func Load(f *gguf.File, be backend.Backend, ctx int) (*Model, error) {
 	if b.err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Name, b.err)
 	}
+	for l := range m.layers {
+		if m.layers[l].moe != nil {
+			m.moe = true
+		} else {
+			m.dense = true
+		}
+	}
+	m.routing = backend.Routing{Sigmoid: c.Gating == GatingSigmoid, Used: c.ExpertsUsed, Norm: c.ExpertNorm, Scale: float32(c.ExpertScale)}
 	if m.cache, err = be.Cache(c.DecoderLayers(), ctx, c.CacheRow()); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Name, err)
 	}
