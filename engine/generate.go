@@ -34,6 +34,9 @@ type Token struct {
 // Result describes a finished generation.
 type Result struct {
 	PromptTokens int
+	// Cached counts the prompt's first tokens that were already in the
+	// model's cache (see Session) and were not evaluated again.
+	Cached int
 	// Generated counts the sampled tokens, including an end-of-generation
 	// token or stop sequence that ended the output without being emitted.
 	Generated  int
@@ -44,9 +47,10 @@ type Result struct {
 	PrefillDuration, DecodeDuration time.Duration
 }
 
-// PromptRate is prompt tokens per second of prefill.
+// PromptRate is evaluated prompt tokens (those not taken from the cache)
+// per second of prefill.
 func (r *Result) PromptRate() float64 {
-	return rate(r.PromptTokens, r.PrefillDuration)
+	return rate(r.PromptTokens-r.Cached, r.PrefillDuration)
 }
 
 // DecodeRate is generated tokens per second after the first one.
@@ -72,18 +76,35 @@ func rate(n int, d time.Duration) float64 {
 // tokens that turned out not to be a stop sequence first. An error from emit
 // ends the generation and is returned as it is.
 func Generate(ctx context.Context, m Model, req Request, emit func(Token) error) (*Result, error) {
+	res, _, err := generate(ctx, m, req, 0, emit)
+	return res, err
+}
+
+// truncater is a model whose cache can be cut back to a prefix.
+type truncater interface {
+	Truncate(n int)
+}
+
+// generate is Generate keeping the first cached positions of the model's
+// cache (m must be a truncater unless they are all it holds) and
+// prefilling only the rest of the prompt. It also returns the tokens that the cache holds
+// afterwards, position by position (meaningless after an error).
+func generate(ctx context.Context, m Model, req Request, cached int, emit func(Token) error) (*Result, []int32, error) {
 	V, C := m.Vocab(), m.Context()
 	if err := req.check(V, C); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if cached < 0 || cached >= len(req.Prompt) {
+		return nil, nil, fmt.Errorf("generate: %d cached tokens of a prompt of %d (at least one must be evaluated)", cached, len(req.Prompt))
 	}
 	s, err := NewSampler(req.Sampler)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	res := &Result{PromptTokens: len(req.Prompt)}
+	res := &Result{PromptTokens: len(req.Prompt), Cached: cached}
 	if ctx.Err() != nil {
 		res.StopReason = StopCancelled
-		return res, nil
+		return res, nil, nil
 	}
 
 	// The history feeds the repetition penalty; it is sized for the most
@@ -98,10 +119,14 @@ func Generate(ctx context.Context, m Model, req Request, emit func(Token) error)
 	next := make([]int32, 1)
 
 	start := time.Now()
-	m.Reset()
-	logits, err := m.Forward(req.Prompt, false)
+	if t, ok := m.(truncater); ok && cached > 0 {
+		t.Truncate(cached)
+	} else if cached == 0 {
+		m.Reset()
+	}
+	logits, err := m.Forward(req.Prompt[cached:], false)
 	if err != nil {
-		return nil, fmt.Errorf("prefill of %d tokens: %w", len(req.Prompt), err)
+		return nil, nil, fmt.Errorf("prefill of %d tokens: %w", len(req.Prompt)-cached, err)
 	}
 	emitAll := func(toks []int32) error {
 		for _, t := range toks {
@@ -111,14 +136,15 @@ func Generate(ctx context.Context, m Model, req Request, emit func(Token) error)
 		}
 		return nil
 	}
-	finish := func(reason string) (*Result, error) {
+	finish := func(reason string) (*Result, []int32, error) {
 		res.StopReason = reason
 		if res.Generated == 0 {
 			res.PrefillDuration = time.Since(start)
 		} else {
 			res.DecodeDuration = time.Since(start)
 		}
-		return res, nil
+		// The cache holds the prompt and every sampled token fed back.
+		return res, history[:m.Position()], nil
 	}
 	for {
 		if ctx.Err() != nil {
@@ -133,32 +159,32 @@ func Generate(ctx context.Context, m Model, req Request, emit func(Token) error)
 
 		if slices.Contains(req.EOG, tok) {
 			if err := emitAll(held); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			return finish(StopEOS)
 		}
 		held = append(held, tok)
 		if n := matchStop(req.Stop, held); n > 0 {
 			if err := emitAll(held[:len(held)-n]); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			return finish(StopSequence)
 		}
 		keep := partialStop(req.Stop, held)
 		if err := emitAll(held[:len(held)-keep]); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		held = append(held[:0], held[len(held)-keep:]...)
 
 		if req.MaxTokens > 0 && res.Generated >= req.MaxTokens {
 			if err := emitAll(held); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			return finish(StopLength)
 		}
 		if m.Position() >= C {
 			if err := emitAll(held); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			return finish(StopContext)
 		}
@@ -167,7 +193,7 @@ func Generate(ctx context.Context, m Model, req Request, emit func(Token) error)
 		}
 		next[0] = tok
 		if logits, err = m.Forward(next, false); err != nil {
-			return nil, fmt.Errorf("decode step %d: %w", res.Generated, err)
+			return nil, nil, fmt.Errorf("decode step %d: %w", res.Generated, err)
 		}
 	}
 }
