@@ -1,0 +1,433 @@
+package chat
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/nikolalohinski/gonja/v2/builtins"
+	"github.com/nikolalohinski/gonja/v2/config"
+	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/nikolalohinski/gonja/v2/loaders"
+	"github.com/nikolalohinski/gonja/v2/parser"
+)
+
+// maxRange bounds range(): a chat template never needs more, and a hostile one cannot spin forever on it.
+const maxRange = 1 << 20
+
+// templateName is the one name the loader knows, so {% include %} and friends find nothing else.
+const templateName = "/chat_template.jinja"
+
+// compiled is a gonja template with our environment.
+type compiled struct {
+	tpl *exec.Template
+}
+
+var (
+	envOnce sync.Once
+	env     *exec.Environment
+	cfg     *config.Config
+)
+
+// environment is gonja's built-in environment with transformers' settings and our Python-faithful
+// replacements. It is built once and only read afterwards.
+func environment() (*exec.Environment, *config.Config) {
+	envOnce.Do(func() {
+		cfg = config.New()
+		cfg.TrimBlocks = true
+		cfg.LeftStripBlocks = true
+
+		filters := exec.NewFilterSet(map[string]exec.FilterFunction{}).Update(builtins.Filters)
+		filters.Replace("tojson", filterToJSON)
+		filters.Replace("items", filterItems)
+
+		globals := exec.NewContext(map[string]any{
+			"raise_exception": raiseException,
+			"range":           rangeList,
+		})
+		env = &exec.Environment{
+			Context:           exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables).Update(globals),
+			Filters:           filters,
+			Tests:             builtins.Tests,
+			ControlStructures: builtins.ControlStructures,
+			Methods: exec.Methods{
+				Bool:  builtins.Methods.Bool,
+				Int:   builtins.Methods.Int,
+				Float: builtins.Methods.Float,
+				List:  builtins.Methods.List,
+				Str:   strMethods(),
+				Dict:  dictMethods(),
+			},
+		}
+	})
+	return env, cfg
+}
+
+func compile(src string) (c *compiled, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = nil, fmt.Errorf("chat template: parser failed: %v", r)
+		}
+	}()
+	e, conf := environment()
+	loader, err := loaders.NewMemoryLoader(map[string]string{templateName: src})
+	if err != nil {
+		return nil, err
+	}
+	tpl, err := exec.NewTemplate(templateName, conf, loader, e)
+	if err != nil {
+		return nil, templateError(err)
+	}
+	return &compiled{tpl: tpl}, nil
+}
+
+func (c *compiled) render(vars map[string]any) (out string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", fmt.Errorf("chat template: render failed: %v", r)
+		}
+	}()
+	out, err = c.tpl.ExecuteToString(exec.NewContext(vars))
+	if err != nil {
+		return "", templateError(err)
+	}
+	return out, nil
+}
+
+var atLine = regexp.MustCompile(`at line (\d+)`)
+
+// templateError turns gonja's error chain into one line that names the template line: "chat template line
+// N: what went wrong".
+func templateError(err error) error {
+	var syn *parser.SyntaxError
+	if errors.As(err, &syn) {
+		msg := syn.Message
+		if syn.Raw != "" {
+			msg += fmt.Sprintf(" near %q", syn.Raw)
+		}
+		return fmt.Errorf("chat template line %d: %s", syn.Line, oneLine(msg))
+	}
+	msg := err.Error()
+	// gonja wraps "failed to parse template '<whole source>': cause"; keep the cause only.
+	if u := errors.Unwrap(err); u != nil && strings.HasPrefix(msg, "failed to parse template") {
+		msg = u.Error()
+	}
+	// Render errors nest "Unable to ... at line N: ..." once per enclosing block; the last is the innermost.
+	line := ""
+	if m := atLine.FindAllStringSubmatchIndex(msg, -1); len(m) > 0 {
+		last := m[len(m)-1]
+		line = " line " + msg[last[2]:last[3]]
+	}
+	if m := atLine.FindAllStringSubmatchIndex(msg, -1); len(m) > 0 {
+		if rest, ok := strings.CutPrefix(msg[m[len(m)-1][1]:], ": "); ok {
+			msg = rest
+		}
+	}
+	return fmt.Errorf("chat template%s: %s", line, oneLine(rootCause(msg)))
+}
+
+var raised = regexp.MustCompile(`raise_exception: (.*)$`)
+
+// rootCause keeps the innermost message of a ": "-joined chain when it is ours (raise_exception), else all.
+func rootCause(msg string) string {
+	if m := raised.FindStringSubmatch(msg); m != nil {
+		return m[1]
+	}
+	return msg
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// raiseException is transformers' raise_exception(message): the render fails with the message.
+func raiseException(_ *exec.Evaluator, params *exec.VarArgs) *exec.Value {
+	msg := ""
+	if len(params.Args) > 0 {
+		msg = params.Args[0].String()
+	}
+	return exec.AsValue(fmt.Errorf("raise_exception: %s", msg))
+}
+
+// rangeList is Python's range() as a list, bounded by maxRange (gonja's own streams through a goroutine that
+// leaks when a loop breaks early).
+func rangeList(_ *exec.Evaluator, params *exec.VarArgs) *exec.Value {
+	var n [3]int
+	if len(params.Args) < 1 || len(params.Args) > 3 {
+		return exec.AsValue(fmt.Errorf("range expected 1 to 3 arguments, got %d", len(params.Args)))
+	}
+	for i, a := range params.Args {
+		if !a.IsInteger() {
+			return exec.AsValue(fmt.Errorf("range: %s is not an integer", a.String()))
+		}
+		n[i] = a.Integer()
+	}
+	start, stop, step := 0, n[0], 1
+	if len(params.Args) >= 2 {
+		start, stop = n[0], n[1]
+	}
+	if len(params.Args) == 3 {
+		step = n[2]
+	}
+	if step == 0 {
+		return exec.AsValue(errors.New("range() arg 3 must not be zero"))
+	}
+	var out []any
+	for i := start; (step > 0 && i < stop) || (step < 0 && i > stop); i += step {
+		if len(out) == maxRange {
+			return exec.AsValue(fmt.Errorf("range longer than %d", maxRange))
+		}
+		out = append(out, i)
+	}
+	if out == nil {
+		out = []any{}
+	}
+	return exec.AsValue(out)
+}
+
+// filterItems is dict.items() as a filter, in the dict's order.
+func filterItems(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	if in.IsNil() {
+		return exec.AsValue([]any{})
+	}
+	if !in.IsDict() {
+		return exec.AsValue(errors.New("items requires a mapping"))
+	}
+	return exec.AsValue(dictItems(in))
+}
+
+// dictItems lists a dict's [key, value] pairs in order: insertion order for our dicts, sorted for Go maps.
+func dictItems(d *exec.Value) []any {
+	items := []any{}
+	d.Iterate(func(_, _ int, key, value *exec.Value) bool {
+		items = append(items, []any{key, value})
+		return true
+	}, func() {})
+	return items
+}
+
+// dictMethods replaces gonja's items, keys, values and get, which go through an unordered Go map copy and lose
+// both the order and nested dicts' identity, and keeps its other dict methods.
+func dictMethods() *exec.MethodSet[map[string]any] {
+	base := builtins.Methods.Dict
+	m := map[string]exec.Method[map[string]any]{
+		"items": func(_ map[string]any, self *exec.Value, args *exec.VarArgs) (any, error) {
+			if err := noArgs("items", args); err != nil {
+				return nil, err
+			}
+			return dictItems(self), nil
+		},
+		"keys": func(_ map[string]any, self *exec.Value, args *exec.VarArgs) (any, error) {
+			if err := noArgs("keys", args); err != nil {
+				return nil, err
+			}
+			keys := []any{}
+			for _, kv := range dictItems(self) {
+				keys = append(keys, kv.([]any)[0])
+			}
+			return keys, nil
+		},
+		"values": func(_ map[string]any, self *exec.Value, args *exec.VarArgs) (any, error) {
+			if err := noArgs("values", args); err != nil {
+				return nil, err
+			}
+			values := []any{}
+			for _, kv := range dictItems(self) {
+				values = append(values, kv.([]any)[1])
+			}
+			return values, nil
+		},
+		"get": func(_ map[string]any, self *exec.Value, args *exec.VarArgs) (any, error) {
+			if len(args.Args) < 1 || len(args.Args) > 2 || len(args.KwArgs) > 0 {
+				return nil, exec.ErrInvalidCall(errors.New("get() takes 1 or 2 positional arguments"))
+			}
+			if v, ok := self.GetItem(args.Args[0].Interface()); ok {
+				return v, nil
+			}
+			if len(args.Args) == 2 {
+				return args.Args[1], nil
+			}
+			return nil, nil
+		},
+	}
+	for _, name := range []string{"pop", "setdefault", "update", "copy", "clear"} {
+		if f, ok := base.Get(name); ok {
+			m[name] = f
+		}
+	}
+	return exec.NewMethodSet(m)
+}
+
+func noArgs(name string, args *exec.VarArgs) error {
+	if len(args.Args) > 0 || len(args.KwArgs) > 0 {
+		return exec.ErrInvalidCall(fmt.Errorf("%s() takes no arguments", name))
+	}
+	return nil
+}
+
+// strMethods is gonja's string methods with split, rsplit, strip, lstrip and rstrip made to follow Python.
+func strMethods() *exec.MethodSet[string] {
+	base := builtins.Methods.Str
+	m := map[string]exec.Method[string]{
+		"split":  func(s string, _ *exec.Value, args *exec.VarArgs) (any, error) { return pySplit(s, args, false) },
+		"rsplit": func(s string, _ *exec.Value, args *exec.VarArgs) (any, error) { return pySplit(s, args, true) },
+		"strip":  func(s string, _ *exec.Value, args *exec.VarArgs) (any, error) { return pyStrip(s, args, true, true) },
+		"lstrip": func(s string, _ *exec.Value, args *exec.VarArgs) (any, error) { return pyStrip(s, args, true, false) },
+		"rstrip": func(s string, _ *exec.Value, args *exec.VarArgs) (any, error) { return pyStrip(s, args, false, true) },
+	}
+	for _, name := range []string{"capitalize", "capwords", "casefold", "center", "count", "encode", "endswith",
+		"expandtabs", "find", "format", "format_map", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit",
+		"islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower",
+		"partition", "removeprefix", "removesuffix", "replace", "rfind", "rjust", "rpartition", "splitlines",
+		"startswith", "swapcase", "title", "upper", "zfill"} {
+		if f, ok := base.Get(name); ok {
+			m[name] = f
+		}
+	}
+	return exec.NewMethodSet(m)
+}
+
+// pyIsSpace is Python's str.isspace for one character (it counts the ASCII separators 0x1c-0x1f).
+func pyIsSpace(r rune) bool {
+	switch r {
+	case ' ', '\t', '\n', '\v', '\f', '\r', 0x1c, 0x1d, 0x1e, 0x1f, 0x85, 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000:
+		return true
+	}
+	return r >= 0x2000 && r <= 0x200a
+}
+
+// strArg is the optional string-or-None argument at position i or keyword name; ok is false for None.
+func strArg(args *exec.VarArgs, i int, name string) (s string, ok bool, err error) {
+	var v *exec.Value
+	if i < len(args.Args) {
+		v = args.Args[i]
+	} else if kv, has := args.KwArgs[name]; has {
+		v = kv
+	}
+	if v == nil || v.IsNil() {
+		return "", false, nil
+	}
+	if !v.IsString() {
+		return "", false, exec.ErrInvalidCall(fmt.Errorf("%s must be None or a string, not %s", name, v.String()))
+	}
+	return v.String(), true, nil
+}
+
+func pySplit(s string, args *exec.VarArgs, fromRight bool) (any, error) {
+	sep, hasSep, err := strArg(args, 0, "sep")
+	if err != nil {
+		return nil, err
+	}
+	maxsplit := -1
+	if v, ok := args.KwArgs["maxsplit"]; ok {
+		maxsplit = v.Integer()
+	} else if len(args.Args) > 1 {
+		if !args.Args[1].IsInteger() {
+			return nil, exec.ErrInvalidCall(fmt.Errorf("maxsplit must be an integer, not %s", args.Args[1].String()))
+		}
+		maxsplit = args.Args[1].Integer()
+	}
+	var parts []string
+	switch {
+	case hasSep && sep == "":
+		return nil, exec.ErrInvalidCall(errors.New("empty separator"))
+	case hasSep && maxsplit < 0:
+		parts = strings.Split(s, sep)
+	case hasSep && !fromRight:
+		parts = strings.SplitN(s, sep, maxsplit+1)
+	case hasSep:
+		for len(parts) < maxsplit {
+			i := strings.LastIndex(s, sep)
+			if i < 0 {
+				break
+			}
+			parts = append(parts, s[i+len(sep):])
+			s = s[:i]
+		}
+		parts = append(parts, s)
+		reverse(parts)
+	default:
+		parts = splitSpace(s, maxsplit, fromRight)
+	}
+	out := make([]any, len(parts))
+	for i, p := range parts {
+		out[i] = p
+	}
+	return out, nil
+}
+
+// splitSpace is str.split() without a separator: runs of whitespace separate, ends are trimmed, and after
+// maxsplit splits the rest is one part (trimmed on the splitting side only).
+func splitSpace(s string, maxsplit int, fromRight bool) []string {
+	r := []rune(s)
+	if fromRight {
+		reverseRunes(r)
+	}
+	var parts []string
+	i := 0
+	for {
+		for i < len(r) && pyIsSpace(r[i]) {
+			i++
+		}
+		if i == len(r) {
+			break
+		}
+		if maxsplit >= 0 && len(parts) == maxsplit {
+			parts = append(parts, string(r[i:]))
+			break
+		}
+		j := i
+		for j < len(r) && !pyIsSpace(r[j]) {
+			j++
+		}
+		parts = append(parts, string(r[i:j]))
+		i = j
+	}
+	if fromRight {
+		for k, p := range parts {
+			pr := []rune(p)
+			reverseRunes(pr)
+			parts[k] = string(pr)
+		}
+		reverse(parts)
+	}
+	if parts == nil {
+		parts = []string{}
+	}
+	return parts
+}
+
+func reverse(s []string) {
+	for i, j := 0, len(s)-1; i < j; i, j = i+1, j-1 {
+		s[i], s[j] = s[j], s[i]
+	}
+}
+
+func reverseRunes(s []rune) {
+	for i, j := 0, len(s)-1; i < j; i, j = i+1, j-1 {
+		s[i], s[j] = s[j], s[i]
+	}
+}
+
+func pyStrip(s string, args *exec.VarArgs, left, right bool) (any, error) {
+	chars, has, err := strArg(args, 0, "chars")
+	if err != nil {
+		return nil, err
+	}
+	cut := pyIsSpace
+	if has {
+		cut = func(r rune) bool { return strings.ContainsRune(chars, r) }
+	}
+	if left {
+		s = strings.TrimLeftFunc(s, cut)
+	}
+	if right {
+		s = strings.TrimRightFunc(s, cut)
+	}
+	return s, nil
+}

@@ -1,0 +1,163 @@
+package chat
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const goldenTemplates = "../../shared/golden/templates"
+
+// goldenDate is the instant the golden renderings' strftime_now returned (golden README).
+var goldenDate = time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+
+type goldenCase struct {
+	Template string `json:"template"`
+	Case     string `json:"case"`
+	Input    struct {
+		Messages            []Message         `json:"messages"`
+		Tools               []json.RawMessage `json:"tools"`
+		AddGenerationPrompt bool              `json:"add_generation_prompt"`
+	} `json:"input"`
+	BOSToken string `json:"bos_token"`
+	EOSToken string `json:"eos_token"`
+	Output   string `json:"output"`
+}
+
+func readGolden(t testing.TB) []goldenCase {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(goldenTemplates, "expected.json"))
+	if err != nil {
+		t.Fatalf("golden templates (../shared must sit beside the repository): %v", err)
+	}
+	var cases []goldenCase
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) == 0 {
+		t.Fatal("no golden template cases")
+	}
+	return cases
+}
+
+func readTemplate(t testing.TB, name string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(goldenTemplates, name+".jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(src)
+}
+
+func TestGoldenRenderings(t *testing.T) {
+	cases := readGolden(t)
+	templates := map[string]*Template{}
+	seen := map[string]bool{}
+	for _, c := range cases {
+		t.Run(c.Template+"/"+c.Case, func(t *testing.T) {
+			tpl := templates[c.Template]
+			if tpl == nil {
+				var err error
+				if tpl, err = Parse(readTemplate(t, c.Template)); err != nil {
+					t.Fatal(err)
+				}
+				templates[c.Template] = tpl
+			}
+			got, err := tpl.Render(Input{
+				Messages:            c.Input.Messages,
+				Tools:               c.Input.Tools,
+				AddGenerationPrompt: c.Input.AddGenerationPrompt,
+				BOSToken:            c.BOSToken,
+				EOSToken:            c.EOSToken,
+				Now:                 goldenDate,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.Output {
+				t.Errorf("rendering differs from jinja2's\n got %q\nwant %q", got, c.Output)
+			}
+			if c.Input.Tools != nil {
+				seen["tools"] = true
+			}
+		})
+	}
+	if len(templates) != 4 || !seen["tools"] {
+		t.Errorf("golden set covered %d templates (tools: %v), want 4 with tools", len(templates), seen["tools"])
+	}
+}
+
+// TestConcurrentRender renders one template from many goroutines (the server shares a Template).
+func TestConcurrentRender(t *testing.T) {
+	cases := readGolden(t)
+	tpl, err := Parse(readTemplate(t, cases[0].Template))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, c := range cases {
+		if c.Template != cases[0].Template {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := tpl.Render(Input{Messages: c.Input.Messages, Tools: c.Input.Tools,
+				AddGenerationPrompt: c.Input.AddGenerationPrompt, BOSToken: c.BOSToken, EOSToken: c.EOSToken})
+			if err != nil || got != c.Output {
+				t.Errorf("%s: concurrent render %q, %v", c.Case, got, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestDefaultTemplate(t *testing.T) {
+	tpl, err := Parse(DefaultTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tpl.Render(Input{Messages: []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi"}}, AddGenerationPrompt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestErrorsNameTheLine(t *testing.T) {
+	tests := []struct {
+		name, src string
+		want      string
+	}{
+		{"unclosed if", "line one\n{% if x %}\nno end", "chat template line "},
+		{"bad expression", "a\nb\n{{ 1 + }}\n", "chat template line 3:"},
+		{"unknown tag", "{% frobnicate %}", "chat template line 1:"},
+		{"raise_exception", "{%- for m in messages %}\n{%- if m.role == 'bad' %}\n{{- raise_exception('Roles must alternate') }}\n{%- endif %}\n{%- endfor %}",
+			"chat template line 3: Roles must alternate"},
+		{"unknown method", "ok\n\n{{ messages[0].content.frobnicate() }}", "chat template line 3:"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tpl, err := Parse(tc.src)
+			if err == nil {
+				_, err = tpl.Render(Input{Messages: []Message{{Role: "bad", Content: "x"}}})
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q, want one containing %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+		})
+	}
+}
