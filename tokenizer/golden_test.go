@@ -1,0 +1,82 @@
+package tokenizer
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/latent-ai/latent/gguf"
+)
+
+const goldenDir = "../../shared/golden"
+
+type goldenCase struct {
+	Text string  `json:"text"`
+	IDs  []int32 `json:"ids"`
+}
+
+// loadGolden opens a golden model's tokenizer.
+func loadGolden(t testing.TB, name string) *Tokenizer {
+	t.Helper()
+	f, err := gguf.Open(filepath.Join(goldenDir, "models", name+".gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func readGoldenCases(t testing.TB, path string) []goldenCase {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	var cases []goldenCase
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var c goldenCase
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		cases = append(cases, c)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return cases
+}
+
+// TestGolden checks every tokenization llama.cpp made (special tokens parsed,
+// no BOS) and that decoding gives the text back.
+func TestGolden(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(goldenDir, "tokenizer", "*.jsonl"))
+	if len(files) == 0 {
+		t.Fatalf("no golden tokenizations under %s (../shared must sit beside the repository)", goldenDir)
+	}
+	for _, path := range files {
+		name := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+		t.Run(name, func(t *testing.T) {
+			tok := loadGolden(t, name)
+			for _, c := range readGoldenCases(t, path) {
+				got := tok.Encode(c.Text, true)
+				if !slices.Equal(got, c.IDs) {
+					t.Errorf("Encode(%q)\n got %v\nwant %v", c.Text, got, c.IDs)
+				}
+				if back := tok.Decode(c.IDs); back != c.Text {
+					t.Errorf("Decode(golden ids of %q) = %q", c.Text, back)
+				}
+			}
+		})
+	}
+}
