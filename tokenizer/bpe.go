@@ -10,7 +10,7 @@ import (
 // other 68 are moved to U+0100 and up), so that vocabulary entries and merges
 // are ordinary strings.
 var (
-	byteChar [256]string      // byte -> its character, UTF-8
+	byteChar [256]string       // byte -> its character, UTF-8
 	charByte = map[rune]byte{} // and back
 )
 
