@@ -201,7 +201,8 @@ func filterItems(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 	return exec.AsValue(dictItems(in))
 }
 
-// dictItems lists a dict's [key, value] pairs in order: insertion order for our dicts, sorted for Go maps.
+// dictItems lists a dict's [key, value] pairs (as *exec.Value) in order: insertion order for our dicts, sorted
+// for Go maps.
 func dictItems(d *exec.Value) []any {
 	items := []any{}
 	d.Iterate(func(_, _ int, key, value *exec.Value) bool {
@@ -228,7 +229,7 @@ func dictMethods() *exec.MethodSet[map[string]any] {
 			}
 			keys := []any{}
 			for _, kv := range dictItems(self) {
-				keys = append(keys, kv.([]any)[0])
+				keys = append(keys, kv.([]any)[0].(*exec.Value).Interface())
 			}
 			return keys, nil
 		},
@@ -238,7 +239,7 @@ func dictMethods() *exec.MethodSet[map[string]any] {
 			}
 			values := []any{}
 			for _, kv := range dictItems(self) {
-				values = append(values, kv.([]any)[1])
+				values = append(values, kv.([]any)[1].(*exec.Value).Interface())
 			}
 			return values, nil
 		},
@@ -246,11 +247,12 @@ func dictMethods() *exec.MethodSet[map[string]any] {
 			if len(args.Args) < 1 || len(args.Args) > 2 || len(args.KwArgs) > 0 {
 				return nil, exec.ErrInvalidCall(errors.New("get() takes 1 or 2 positional arguments"))
 			}
+			// Return plain values: a *exec.Value inside another reads as an error.
 			if v, ok := self.GetItem(args.Args[0].Interface()); ok {
-				return v, nil
+				return v.Interface(), nil
 			}
 			if len(args.Args) == 2 {
-				return args.Args[1], nil
+				return args.Args[1].Interface(), nil
 			}
 			return nil, nil
 		},
@@ -270,20 +272,22 @@ func noArgs(name string, args *exec.VarArgs) error {
 	return nil
 }
 
-// strMethods is gonja's string methods with split, rsplit, strip, lstrip and rstrip made to follow Python.
+// strMethods is gonja's string methods with split, rsplit, strip, lstrip, rstrip and replace made to follow
+// Python.
 func strMethods() *exec.MethodSet[string] {
 	base := builtins.Methods.Str
 	m := map[string]exec.Method[string]{
-		"split":  func(s string, _ *exec.Value, args *exec.VarArgs) (any, error) { return pySplit(s, args, false) },
-		"rsplit": func(s string, _ *exec.Value, args *exec.VarArgs) (any, error) { return pySplit(s, args, true) },
-		"strip":  func(s string, _ *exec.Value, args *exec.VarArgs) (any, error) { return pyStrip(s, args, true, true) },
-		"lstrip": func(s string, _ *exec.Value, args *exec.VarArgs) (any, error) { return pyStrip(s, args, true, false) },
-		"rstrip": func(s string, _ *exec.Value, args *exec.VarArgs) (any, error) { return pyStrip(s, args, false, true) },
+		"split":   func(s string, _ *exec.Value, args *exec.VarArgs) (any, error) { return pySplit(s, args, false) },
+		"rsplit":  func(s string, _ *exec.Value, args *exec.VarArgs) (any, error) { return pySplit(s, args, true) },
+		"strip":   func(s string, _ *exec.Value, args *exec.VarArgs) (any, error) { return pyStrip(s, args, true, true) },
+		"lstrip":  func(s string, _ *exec.Value, args *exec.VarArgs) (any, error) { return pyStrip(s, args, true, false) },
+		"rstrip":  func(s string, _ *exec.Value, args *exec.VarArgs) (any, error) { return pyStrip(s, args, false, true) },
+		"replace": pyReplace,
 	}
 	for _, name := range []string{"capitalize", "capwords", "casefold", "center", "count", "encode", "endswith",
 		"expandtabs", "find", "format", "format_map", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit",
 		"islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower",
-		"partition", "removeprefix", "removesuffix", "replace", "rfind", "rjust", "rpartition", "splitlines",
+		"partition", "removeprefix", "removesuffix", "rfind", "rjust", "rpartition", "splitlines",
 		"startswith", "swapcase", "title", "upper", "zfill"} {
 		if f, ok := base.Get(name); ok {
 			m[name] = f
@@ -430,4 +434,22 @@ func pyStrip(s string, args *exec.VarArgs, left, right bool) (any, error) {
 		s = strings.TrimRightFunc(s, cut)
 	}
 	return s, nil
+}
+
+// pyReplace is str.replace(old, new[, count]); gonja's insists on count.
+func pyReplace(s string, _ *exec.Value, args *exec.VarArgs) (any, error) {
+	if len(args.Args) < 2 || len(args.Args) > 3 || len(args.KwArgs) > 0 {
+		return nil, exec.ErrInvalidCall(errors.New("replace() takes 2 or 3 positional arguments"))
+	}
+	if !args.Args[0].IsString() || !args.Args[1].IsString() {
+		return nil, exec.ErrInvalidCall(errors.New("replace() arguments must be strings"))
+	}
+	count := -1
+	if len(args.Args) == 3 {
+		if !args.Args[2].IsInteger() {
+			return nil, exec.ErrInvalidCall(errors.New("replace() count must be an integer"))
+		}
+		count = args.Args[2].Integer()
+	}
+	return strings.Replace(s, args.Args[0].String(), args.Args[1].String(), count), nil
 }
