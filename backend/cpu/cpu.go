@@ -6,7 +6,6 @@ package cpu
 import (
 	"fmt"
 	"runtime"
-	"sync"
 	"unsafe"
 
 	"github.com/latent-ai/latent/backend"
@@ -27,6 +26,12 @@ type CPU struct {
 	viewsUsed   int
 
 	launches uint64 // operations run, for backend.Counter
+
+	// Reused by the operations, so that a pass allocates nothing.
+	act  acts    // a matmul's converted input
+	mm   mmJob   // the running matmul
+	attn attnJob // the running attention
+	moe  moeBufs
 }
 
 var _ backend.Backend = (*CPU)(nil)
@@ -204,54 +209,6 @@ func (c *CPU) Cache(layers, positions, width int) (backend.Cache, error) {
 	if layers <= 0 || positions <= 0 || width <= 0 || n > 1<<40 {
 		return nil, fmt.Errorf("cpu: cannot allocate a cache of %d layers × %d positions × %d", layers, positions, width)
 	}
+	c.scratch(positions) // attention's scores, so decoding never grows them
 	return &cache{data: make([]float32, n), layers: layers, positions: positions, width: width}, nil
-}
-
-// pool runs index ranges on a fixed set of goroutines.
-type pool struct {
-	n     int
-	tasks chan task
-	once  sync.Once
-}
-
-type task struct {
-	fn     func(lo, hi, worker int)
-	lo, hi int
-	worker int
-	wg     *sync.WaitGroup
-}
-
-func newPool(n int) *pool {
-	p := &pool{n: n, tasks: make(chan task, n)}
-	for i := 0; i < n; i++ {
-		go func() {
-			for t := range p.tasks {
-				t.fn(t.lo, t.hi, t.worker)
-				t.wg.Done()
-			}
-		}()
-	}
-	return p
-}
-
-func (p *pool) close() { p.once.Do(func() { close(p.tasks) }) }
-
-// run calls fn over [0, n) split into one contiguous range per worker; the
-// calling goroutine does the last range itself.
-func (p *pool) run(n int, fn func(lo, hi, worker int)) {
-	if n <= 0 {
-		return
-	}
-	parts := min(p.n, n)
-	if parts == 1 {
-		fn(0, n, 0)
-		return
-	}
-	var wg sync.WaitGroup
-	wg.Add(parts - 1)
-	for i := 0; i < parts-1; i++ {
-		p.tasks <- task{fn: fn, lo: n * i / parts, hi: n * (i + 1) / parts, worker: i, wg: &wg}
-	}
-	fn(n*(parts-1)/parts, n, parts-1)
-	wg.Wait()
 }

@@ -3,7 +3,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/latent-ai/latent/backend"
 	"github.com/latent-ai/latent/quant"
@@ -62,6 +61,7 @@ func (c *CPU) scratch(n int) [][]float32 {
 
 // Embed copies table rows.
 func (c *CPU) Embed(dst backend.Tensor, table backend.Weight) {
+	c.launches++
 	d, w := tens(dst), wt(table)
 	if d.rows != len(c.tokens) {
 		panic(fmt.Sprintf("cpu: embed: %d rows for %d tokens", d.rows, len(c.tokens)))
@@ -74,6 +74,7 @@ func (c *CPU) Embed(dst backend.Tensor, table backend.Weight) {
 
 // RMSNorm normalises each row and scales by w.
 func (c *CPU) RMSNorm(dst, src backend.Tensor, w backend.Weight, eps float32) {
+	c.launches++
 	d, s, g := tens(dst), tens(src), wt(w).f32
 	same("rmsnorm", d, s)
 	for i := 0; i < s.rows; i++ {
@@ -91,35 +92,6 @@ func (c *CPU) RMSNorm(dst, src backend.Tensor, w backend.Weight, eps float32) {
 	}
 }
 
-// matmul computes dst[t][o] (+)= W[rowOff+o] · src[t] for o in [0, out),
-// splitting output rows across workers; each weight row is decoded once and
-// used for every token of the batch.
-func (c *CPU) matmul(d *tensor, dstOff, out int, w *weight, rowOff int, s *tensor, srcOff int, accumulate bool) {
-	in := int(w.dims[0])
-	if round := actRounding(w.typ); round != nil {
-		r := &tensor{data: make([]float32, s.rows*in), rows: s.rows, cols: in, stride: in}
-		for t := 0; t < s.rows; t++ {
-			round(s.data[t*s.stride+srcOff:t*s.stride+srcOff+in], r.row(t))
-		}
-		s, srcOff = r, 0
-	}
-	bufs := c.scratch(in)
-	c.pool.run(out, func(lo, hi, worker int) {
-		buf := bufs[worker]
-		for o := lo; o < hi; o++ {
-			row := w.decodeRow(rowOff+o, buf)
-			for t := 0; t < s.rows; t++ {
-				v := dot(row, s.data[t*s.stride+srcOff:t*s.stride+srcOff+in])
-				if accumulate {
-					d.data[t*d.stride+dstOff+o] += v
-				} else {
-					d.data[t*d.stride+dstOff+o] = v
-				}
-			}
-		}
-	})
-}
-
 func checkMatMul(op string, d *tensor, w *weight, s *tensor) {
 	same(op, d, s)
 	if int(w.dims[0]) != s.cols || w.rows() != d.cols {
@@ -129,6 +101,7 @@ func checkMatMul(op string, d *tensor, w *weight, s *tensor) {
 
 // MatMul sets dst = src · Wᵀ.
 func (c *CPU) MatMul(dst backend.Tensor, w backend.Weight, src backend.Tensor) {
+	c.launches++
 	d, ww, s := tens(dst), wt(w), tens(src)
 	checkMatMul("matmul", d, ww, s)
 	c.matmul(d, 0, d.cols, ww, 0, s, 0, false)
@@ -136,6 +109,7 @@ func (c *CPU) MatMul(dst backend.Tensor, w backend.Weight, src backend.Tensor) {
 
 // MatMulAdd adds src · Wᵀ into dst.
 func (c *CPU) MatMulAdd(dst backend.Tensor, w backend.Weight, src backend.Tensor) {
+	c.launches++
 	d, ww, s := tens(dst), wt(w), tens(src)
 	checkMatMul("matmuladd", d, ww, s)
 	c.matmul(d, 0, d.cols, ww, 0, s, 0, true)
@@ -163,6 +137,7 @@ func (w *weight) Dim(i int) uint64 {
 
 // RoPE rotates adjacent pairs.
 func (c *CPU) RoPE(t backend.Tensor, stride, off, n int, r *backend.Rope) {
+	c.launches++
 	x, pos := tens(t), c.pos
 	for i := 0; i < x.rows; i++ {
 		row := x.row(i)
@@ -182,6 +157,7 @@ func (c *CPU) RoPE(t backend.Tensor, stride, off, n int, r *backend.Rope) {
 
 // CacheStore writes latent rows.
 func (c *CPU) CacheStore(kc backend.Cache, layer int, src backend.Tensor) {
+	c.launches++
 	k, s, pos := kc.(*cache), tens(src), c.pos
 	for i := 0; i < s.rows; i++ {
 		copy(k.row(layer, int(pos[i])), s.row(i))
@@ -193,6 +169,7 @@ func (c *CPU) CacheStore(kc backend.Cache, layer int, src backend.Tensor) {
 // attend one (token, head) pair per task, then project the latents out
 // through v_b.
 func (c *CPU) Attention(dst, q backend.Tensor, kb, vb backend.Weight, kc backend.Cache, layer int, scale float32) {
+	c.launches++
 	d, qq, k, kbw, vbw, pos := tens(dst), tens(q), kc.(*cache), wt(kb), wt(vb), c.pos
 	same("attention", d, qq)
 	nope, kvLoRA, heads := int(kbw.dims[0]), int(kbw.dims[1]), int(kbw.Dim(2))
@@ -201,56 +178,81 @@ func (c *CPU) Attention(dst, q backend.Tensor, kb, vb backend.Weight, kc backend
 	if qq.cols != heads*(nope+rope) || d.cols != heads*vdim || int(vbw.dims[0]) != kvLoRA {
 		panic(fmt.Sprintf("cpu: attention: q %d cols, dst %d cols, k_b %v, v_b %v, cache width %d", qq.cols, d.cols, kbw.dims, vbw.dims, width))
 	}
+	if qq.rows != len(pos) {
+		panic(fmt.Sprintf("cpu: attention: %d rows for %d positions", qq.rows, len(pos)))
+	}
 	T := qq.rows
+	j := &c.attn
 	// query: per token and head [q_lat | q_pe]; olat: per token and head the latent output.
-	query := &tensor{data: make([]float32, T*heads*width), rows: T, cols: heads * width, stride: heads * width}
-	olat := &tensor{data: make([]float32, T*heads*kvLoRA), rows: T, cols: heads * kvLoRA, stride: heads * kvLoRA}
-	c.headMatMul(query, width, kbw, qq, nope+rope)
+	j.query.data = grow(j.query.data, T*heads*width)
+	j.query.rows, j.query.cols, j.query.stride = T, heads*width, heads*width
+	j.olat.data = grow(j.olat.data, T*heads*kvLoRA)
+	j.olat.rows, j.olat.cols, j.olat.stride = T, heads*kvLoRA, heads*kvLoRA
+	c.headMatMul(&j.query, width, kbw, qq, nope+rope)
 	for t := 0; t < T; t++ {
 		for h := 0; h < heads; h++ {
-			copy(query.row(t)[h*width+kvLoRA:(h+1)*width], qq.row(t)[h*(nope+rope)+nope:(h+1)*(nope+rope)])
+			copy(j.query.row(t)[h*width+kvLoRA:(h+1)*width], qq.row(t)[h*(nope+rope)+nope:(h+1)*(nope+rope)])
 		}
 	}
 	maxPos := 0
 	for _, p := range pos {
 		maxPos = max(maxPos, int(p))
 	}
-	bufs := c.scratch(maxPos + 1)
-	c.pool.run(T*heads, func(lo, hi, worker int) {
-		scores := bufs[worker][:maxPos+1]
-		for job := lo; job < hi; job++ {
-			t, h := job/heads, job%heads
-			qv := query.row(t)[h*width : (h+1)*width]
-			n := int(pos[t]) + 1
-			best := float32(math.Inf(-1))
-			for j := 0; j < n; j++ {
-				s := scale * dot(qv, k.row(layer, j))
-				scores[j] = s
-				best = max(best, s)
-			}
-			var sum float64
-			for j := 0; j < n; j++ {
-				e := float32(math.Exp(float64(scores[j] - best)))
-				scores[j] = e
-				sum += float64(e)
-			}
-			out := olat.row(t)[h*kvLoRA : (h+1)*kvLoRA]
-			inv := float32(1 / sum)
-			for j := 0; j < n; j++ {
-				wgt := scores[j] * inv
-				for i, v := range k.row(layer, j)[:kvLoRA] {
-					out[i] += wgt * v
-				}
+	j.bufs = c.scratch(maxPos + 1)
+	j.k, j.layer, j.pos, j.heads, j.width, j.kvLoRA, j.scale = k, layer, pos, heads, width, kvLoRA, scale
+	c.pool.run(T*heads, 1, j)
+	c.headMatMul(d, vdim, vbw, &j.olat, kvLoRA)
+}
+
+// attnJob is the attention of one (token, head) pair per index.
+type attnJob struct {
+	query, olat tensor
+	bufs        [][]float32 // per-worker scores
+	k           *cache
+	layer       int
+	pos         []int32
+	heads       int
+	width       int
+	kvLoRA      int
+	scale       float32
+}
+
+func (j *attnJob) do(lo, hi, worker int) {
+	k, heads, width, kvLoRA := j.k, j.heads, j.width, j.kvLoRA
+	for job := lo; job < hi; job++ {
+		t, h := job/heads, job%heads
+		qv := j.query.row(t)[h*width : (h+1)*width]
+		n := int(j.pos[t]) + 1
+		scores := j.bufs[worker][:n]
+		best := float32(math.Inf(-1))
+		for p := range scores {
+			s := j.scale * dot(qv, k.row(j.layer, p))
+			scores[p] = s
+			best = max(best, s)
+		}
+		var sum float64
+		for p, s := range scores {
+			e := float32(math.Exp(float64(s - best)))
+			scores[p] = e
+			sum += float64(e)
+		}
+		out := j.olat.row(t)[h*kvLoRA : (h+1)*kvLoRA]
+		clear(out)
+		inv := float32(1 / sum)
+		for p, e := range scores {
+			wgt := e * inv
+			for i, v := range k.row(j.layer, p)[:kvLoRA] {
+				out[i] += wgt * v
 			}
 		}
-	})
-	c.headMatMul(d, vdim, vbw, olat, kvLoRA)
+	}
 }
 
 func silu(x float32) float32 { return x / (1 + float32(math.Exp(float64(-x)))) }
 
 // SwiGLU sets dst = silu(gate) · up.
 func (c *CPU) SwiGLU(dst, gate, up backend.Tensor) {
+	c.launches++
 	d, g, u := tens(dst), tens(gate), tens(up)
 	same("swiglu", d, g)
 	same("swiglu", d, u)
@@ -264,6 +266,7 @@ func (c *CPU) SwiGLU(dst, gate, up backend.Tensor) {
 
 // Add sets dst += src.
 func (c *CPU) Add(dst, src backend.Tensor) {
+	c.launches++
 	d, s := tens(dst), tens(src)
 	same("add", d, s)
 	for i := 0; i < d.rows; i++ {
@@ -274,8 +277,23 @@ func (c *CPU) Add(dst, src backend.Tensor) {
 	}
 }
 
+// moeBufs are MoE's per-token buffers, grown to the largest layer.
+type moeBufs struct {
+	logits, act, upOut, out, xt tensor
+	probs                       []float32
+	order                       []int
+}
+
+// sized points t at n floats of its storage, grown if needed: one row.
+func (t *tensor) sized(n int) *tensor {
+	t.data = grow(t.data, n)
+	t.rows, t.cols, t.stride = 1, n, n
+	return t
+}
+
 // MoE routes every token and sets dst to its experts' weighted outputs.
 func (c *CPU) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing) {
+	c.launches++
 	d, x := tens(dst), tens(h)
 	same("moe", d, x)
 	router, gate, down := wt(w.Router), wt(w.Gate), wt(w.Down)
@@ -293,14 +311,17 @@ func (c *CPU) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing) {
 	if w.Bias != nil {
 		bias = wt(w.Bias).f32
 	}
-	logits := &tensor{data: make([]float32, experts), rows: 1, cols: experts, stride: experts}
-	act := &tensor{data: make([]float32, 2*ff), rows: 1, cols: ff, stride: ff}
-	upOut := &tensor{data: act.data[ff:], rows: 1, cols: ff, stride: ff}
-	out := &tensor{data: make([]float32, d.cols), rows: 1, cols: d.cols, stride: d.cols}
-	probs := make([]float32, experts)
-	order := make([]int, experts)
+	b := &c.moe
+	logits := b.logits.sized(experts)
+	act := b.act.sized(ff)
+	upOut := b.upOut.sized(ff)
+	out := b.out.sized(d.cols)
+	b.probs = grow(b.probs, experts)
+	b.order = grow(b.order, experts)
+	probs, order := b.probs, b.order
 	for t := 0; t < x.rows; t++ {
-		xt := &tensor{data: x.row(t), rows: 1, cols: x.cols, stride: x.cols}
+		xt := &b.xt
+		*xt = tensor{data: x.row(t), rows: 1, cols: x.cols, stride: x.cols}
 		c.matmul(logits, 0, experts, router, 0, xt, 0, false)
 		if r.Sigmoid {
 			for e, z := range logits.data {
@@ -312,14 +333,7 @@ func (c *CPU) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing) {
 		for e := range order {
 			order[e] = e
 		}
-		sel := func(e int) float32 {
-			if bias != nil {
-				return probs[e] + bias[e]
-			}
-			return probs[e]
-		}
-		sort.SliceStable(order, func(a, b int) bool { return sel(order[a]) > sel(order[b]) })
-		picked := order[:r.Used]
+		picked := topK(order, r.Used, probs, bias)
 		var sum float32
 		for _, e := range picked {
 			sum += probs[e]
@@ -344,6 +358,28 @@ func (c *CPU) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing) {
 			}
 		}
 	}
+}
+
+// topK moves the k experts of highest selection score (probs, plus bias
+// when present) to the front of order, highest first and the lower index
+// first on ties (the order a stable sort gives), and returns them.
+func topK(order []int, k int, probs, bias []float32) []int {
+	sel := func(e int) float32 {
+		if bias != nil {
+			return probs[e] + bias[e]
+		}
+		return probs[e]
+	}
+	for i := 0; i < k; i++ {
+		best := i
+		for j := i + 1; j < len(order); j++ {
+			if sel(order[j]) > sel(order[best]) || sel(order[j]) == sel(order[best]) && order[j] < order[best] {
+				best = j
+			}
+		}
+		order[i], order[best] = order[best], order[i]
+	}
+	return order[:k]
 }
 
 func softmax(z, p []float32) {

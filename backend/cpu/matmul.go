@@ -1,0 +1,170 @@
+package cpu
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/latent-ai/latent/quant"
+)
+
+// acts is one matmul's input batch, converted once to what the weight's
+// kernel reads: 8-bit blocks for the integer kernels, rounded float32 rows
+// for the float path. Its buffers grow to the largest batch and are reused.
+type acts struct {
+	format actFormat
+	rows   int
+	k      int // values per row
+	blocks int // blocks per row
+
+	qs    []int8
+	d     []float32
+	bsums []int16
+	sum4  []int32
+	f     []float32 // rows × k, when the float path runs
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// prepare converts rows [0, s.rows) of s, columns [off, off+k), for a weight
+// of type typ; quantized when an integer kernel will run, else as floats.
+func (a *acts) prepare(s *tensor, off, k int, typ quant.Type, integer bool) {
+	a.format, a.rows, a.k = actFormatOf(typ), s.rows, k
+	T := s.rows
+	if !integer {
+		a.f = grow(a.f, T*k)
+		round := actRounding(typ)
+		for t := 0; t < T; t++ {
+			x := s.data[t*s.stride+off : t*s.stride+off+k]
+			if round != nil {
+				round(x, a.f[t*k:(t+1)*k])
+			} else {
+				copy(a.f[t*k:(t+1)*k], x)
+			}
+		}
+		return
+	}
+	a.qs = grow(a.qs, T*k)
+	switch a.format {
+	case actQ8_0:
+		a.blocks = k / 32
+		a.d = grow(a.d, T*a.blocks)
+		a.sum4 = grow(a.sum4, T*k/4)
+		for t := 0; t < T; t++ {
+			x := s.data[t*s.stride+off : t*s.stride+off+k]
+			qs := a.qs[t*k : (t+1)*k]
+			for b := 0; b < a.blocks; b++ {
+				a.d[t*a.blocks+b] = quantQ8_0(x[32*b:32*b+32], qs[32*b:32*b+32])
+			}
+			s4 := a.sum4[t*k/4 : (t+1)*k/4]
+			for i := range s4 {
+				s4[i] = 8 * (int32(qs[4*i]) + int32(qs[4*i+1]) + int32(qs[4*i+2]) + int32(qs[4*i+3]))
+			}
+		}
+	case actQ8K:
+		a.blocks = k / quant.QK_K
+		a.d = grow(a.d, T*a.blocks)
+		a.bsums = grow(a.bsums, T*k/16)
+		for t := 0; t < T; t++ {
+			x := s.data[t*s.stride+off : t*s.stride+off+k]
+			for b := 0; b < a.blocks; b++ {
+				o := t*k + b*quant.QK_K
+				a.d[t*a.blocks+b] = quantQ8K(x[b*quant.QK_K:(b+1)*quant.QK_K], a.qs[o:o+quant.QK_K], a.bsums[o/16:o/16+16])
+			}
+		}
+	default:
+		panic(fmt.Sprintf("cpu: no integer kernel for %s", typ))
+	}
+}
+
+// row is token t's quantized activations.
+func (a *acts) row(t int) arow {
+	r := arow{qs: a.qs[t*a.k : (t+1)*a.k], d: a.d[t*a.blocks : (t+1)*a.blocks]}
+	if a.format == actQ8_0 {
+		r.sum4 = a.sum4[t*a.k/4 : (t+1)*a.k/4]
+	} else {
+		r.bsums = a.bsums[t*a.k/16 : (t+1)*a.k/16]
+	}
+	return r
+}
+
+// kernels is the dot-product kernel chosen for each weight type at start:
+// SIMD where the CPU has it, the pure-Go kernel otherwise. LATENT_CPU=generic
+// forces the pure-Go kernels (the tests run both).
+var kernels, kernelSet = chooseKernels(os.Getenv("LATENT_CPU"))
+
+func chooseKernels(force string) (map[quant.Type]dotKernel, string) {
+	ks := make(map[quant.Type]dotKernel, len(genericKernels))
+	for t, k := range genericKernels {
+		ks[t] = k
+	}
+	name := "generic"
+	if force != "generic" {
+		name = addSIMDKernels(ks, force)
+	}
+	return ks, name
+}
+
+// Kernels names the kernel set in use ("generic", "avx2", ...).
+func Kernels() string { return kernelSet }
+
+// mmJob computes dst[t][dstOff+o] (+)= W[rowOff+o] · src[t] for output rows
+// o in the ranges the pool hands out. Rows go in tiles so that a weight row,
+// read from memory once, is used for every token of the batch while it is in
+// the L1 cache; the batch's activations stay in L2.
+type mmJob struct {
+	c          *CPU
+	d          *tensor
+	dstOff     int
+	w          *weight
+	rowOff     int
+	a          *acts
+	kern       dotKernel
+	accumulate bool
+}
+
+func (j *mmJob) do(lo, hi, worker int) {
+	w, a := j.w, j.a
+	rb := w.rowBytes
+	for o := lo; o < hi; o++ {
+		r := j.rowOff + o
+		if j.kern != nil {
+			row := w.data[r*rb : (r+1)*rb]
+			for t := 0; t < a.rows; t++ {
+				ar := a.row(t)
+				j.put(t, o, j.kern(row, ar))
+			}
+			continue
+		}
+		row := w.decodeRow(r, j.c.bufs[worker])
+		for t := 0; t < a.rows; t++ {
+			j.put(t, o, dot(row, a.f[t*a.k:(t+1)*a.k]))
+		}
+	}
+}
+
+func (j *mmJob) put(t, o int, v float32) {
+	i := t*j.d.stride + j.dstOff + o
+	if j.accumulate {
+		j.d.data[i] += v
+	} else {
+		j.d.data[i] = v
+	}
+}
+
+// matmul computes dst[t][dstOff+o] (+)= W[rowOff+o] · src[t][srcOff:] for o
+// in [0, out), splitting output rows across workers.
+func (c *CPU) matmul(d *tensor, dstOff, out int, w *weight, rowOff int, s *tensor, srcOff int, accumulate bool) {
+	in := int(w.dims[0])
+	kern := kernels[w.typ]
+	c.act.prepare(s, srcOff, in, w.typ, kern != nil)
+	if kern == nil {
+		c.scratch(in)
+	}
+	c.mm = mmJob{c: c, d: d, dstOff: dstOff, w: w, rowOff: rowOff, a: &c.act, kern: kern, accumulate: accumulate}
+	c.pool.run(out, split(out, c.pool.n, 4), &c.mm)
+}
