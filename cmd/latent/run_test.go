@@ -314,7 +314,11 @@ func TestRunErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{model}, "--prompt-tokens: give at least one token id"},
+		{[]string{model, "--prompt-tokens", ""}, "--prompt-tokens: give at least one token id"},
+		{[]string{model, "--prompt-tokens", "1", "more", "text"}, "give the prompt as --prompt-tokens or as text, not both"},
+		{[]string{model, "hi", "--stop", "5"}, "--stop takes token ids and goes with --prompt-tokens"},
+		{[]string{model, "hi", "-n", "0"}, "-n 0: give a positive count"},
+		{[]string{model, "hi", "--top-p", "2"}, "--top-p 2 is outside [0, 1]"},
 		{[]string{model, "--prompt-tokens", "1,x"}, `--prompt-tokens: "x" is not a token id`},
 		{[]string{model, "--prompt-tokens", "1", "-n", "0"}, "-n 0: give a positive count, or -1 for no limit"},
 		{[]string{model, "--prompt-tokens", "1", "-n", "-2"}, "-n -2: give a positive count"},
@@ -331,8 +335,9 @@ func TestRunErrors(t *testing.T) {
 		{[]string{model, "--prompt-tokens", "1,5000"}, "prompt token 5000 is outside the vocabulary of 1024"},
 		{[]string{model, "--prompt-tokens", "1,2,3,4,5", "--ctx", "4"}, "the prompt has 5 tokens, more than the context of 4"},
 		{[]string{model, "--prompt-tokens", "1", "--backend", "tpu"}, `unknown backend "tpu"`},
-		{[]string{filepath.Join(t.TempDir(), "missing.gguf"), "--prompt-tokens", "1"}, "no such file"},
-		{[]string{"--prompt-tokens", "1"}, "accepts 1 arg"},
+		{[]string{filepath.Join(t.TempDir(), "missing.gguf"), "--prompt-tokens", "1"}, "missing.gguf: no such"},
+		{[]string{filepath.Join(t.TempDir(), "missing.gguf"), "hello"}, "missing.gguf: no such"},
+		{[]string{"--prompt-tokens", "1"}, "give a model: latent run MODEL [PROMPT]"},
 	}
 	for _, tc := range tests {
 		out, _, err := runRun(t, context.Background(), nil, tc.args...)

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"io"
+	"strings"
+)
+
+// ANSI select graphic rendition codes.
+const (
+	ansiDim   = "\x1b[2m"
+	ansiReset = "\x1b[0m"
+	eraseLine = "\r\x1b[K"
+)
+
+// replyPrinter writes a streamed reply: reasoning dimmed on a terminal, set
+// between <think> tags elsewhere, or left out (hide); then the answer.
+type replyPrinter struct {
+	w     io.Writer
+	color bool // a terminal: ANSI codes allowed
+	hide  bool
+
+	state   printState
+	lastNL  bool // the last byte written was a newline
+	written bool
+}
+
+type printState int
+
+const (
+	printNothing   printState = iota
+	printReasoning            // inside shown reasoning (dim on, or after <think>)
+	printHidden               // reasoning hidden; on a terminal "thinking..." is shown
+	printAnswer
+)
+
+// thinkingNote stands in for hidden reasoning on a terminal until the answer
+// starts, so that a long silence is explained.
+const thinkingNote = "thinking..."
+
+func (p *replyPrinter) write(s string) error {
+	if s == "" {
+		return nil
+	}
+	p.written = true
+	p.lastNL = strings.HasSuffix(s, "\n")
+	_, err := io.WriteString(p.w, s)
+	return err
+}
+
+// print writes the next reasoning and answer text.
+func (p *replyPrinter) print(reasoning, answer string) error {
+	if reasoning != "" {
+		switch {
+		case p.state == printNothing && p.hide:
+			p.state = printHidden
+			if p.color {
+				if err := p.write(ansiDim + thinkingNote + ansiReset); err != nil {
+					return err
+				}
+			}
+		case p.state == printNothing:
+			p.state = printReasoning
+			open := "<think>\n"
+			if p.color {
+				open = ansiDim
+			}
+			if err := p.write(open); err != nil {
+				return err
+			}
+		}
+		if p.state == printReasoning {
+			if err := p.write(reasoning); err != nil {
+				return err
+			}
+		}
+	}
+	if answer == "" {
+		return nil
+	}
+	if err := p.endReasoning(); err != nil {
+		return err
+	}
+	p.state = printAnswer
+	return p.write(answer)
+}
+
+// endReasoning closes shown reasoning and sets the answer apart from it.
+func (p *replyPrinter) endReasoning() error {
+	switch p.state {
+	case printReasoning:
+		if p.color {
+			return p.write(ansiReset + "\n\n")
+		}
+		return p.write("\n</think>\n\n")
+	case printHidden:
+		if p.color {
+			return p.write(eraseLine)
+		}
+	}
+	return nil
+}
+
+// end finishes the reply: reasoning cut short is closed, and the line ends.
+func (p *replyPrinter) end() error {
+	if p.state != printAnswer {
+		if err := p.endReasoning(); err != nil {
+			return err
+		}
+	}
+	if p.written && !p.lastNL {
+		return p.write("\n")
+	}
+	return nil
+}
