@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -129,37 +130,46 @@ func (h *bigramHeap) pop() bigram {
 	return top
 }
 
+// bpeState is the scratch space of one Encode call, reused across words.
+type bpeState struct {
+	syms  []symbol
+	queue bigramHeap
+}
+
+// try queues the merge of two adjacent symbols, if there is one.
+func (t *Tokenizer) try(st *bpeState, left, right int32) {
+	if left < 0 || right < 0 {
+		return
+	}
+	lp, rp := st.syms[left].piece, st.syms[right].piece
+	if lp < 0 || rp < 0 {
+		return
+	}
+	if m, ok := t.merges[pairKey(lp, rp)]; ok {
+		st.queue.push(bigram{rank: m.rank, left: left, right: right, lp: lp, rp: rp})
+	}
+}
+
 // bpeWord appends the tokens of one pre-tokenized word (raw bytes).
-func (t *Tokenizer) bpeWord(word string, out []int32) []int32 {
+func (t *Tokenizer) bpeWord(st *bpeState, word string, out []int32) []int32 {
 	if t.pre.ignoreMerge {
 		if id, ok := t.byText[encodeBytes(word)]; ok {
 			return append(out, id)
 		}
 	}
-	syms := make([]symbol, len(word))
+	syms := slices.Grow(st.syms[:0], len(word))[:len(word)]
+	st.syms = syms
 	for i := range syms {
 		syms[i] = symbol{piece: t.bytePiece[word[i]], start: int32(i), end: int32(i + 1), prev: int32(i - 1), next: int32(i + 1)}
 	}
 	syms[len(syms)-1].next = -1
 
-	var queue bigramHeap
-	try := func(left, right int32) {
-		if left < 0 || right < 0 {
-			return
-		}
-		lp, rp := syms[left].piece, syms[right].piece
-		if lp < 0 || rp < 0 {
-			return
-		}
-		if m, ok := t.merges[pairKey(lp, rp)]; ok {
-			queue.push(bigram{rank: m.rank, left: left, right: right, lp: lp, rp: rp})
-		}
-	}
+	st.queue = st.queue[:0]
 	for i := 1; i < len(syms); i++ {
-		try(int32(i-1), int32(i))
+		t.try(st, int32(i-1), int32(i))
 	}
-	for len(queue) > 0 {
-		b := queue.pop()
+	for len(st.queue) > 0 {
+		b := st.queue.pop()
 		l, r := &syms[b.left], &syms[b.right]
 		// A candidate is stale once either side has merged since: a symbol
 		// only grows, so unchanged pieces mean unchanged text.
@@ -173,8 +183,8 @@ func (t *Tokenizer) bpeWord(word string, out []int32) []int32 {
 		if r.next >= 0 {
 			syms[r.next].prev = b.left
 		}
-		try(l.prev, b.left)
-		try(b.left, l.next)
+		t.try(st, l.prev, b.left)
+		t.try(st, b.left, l.next)
 	}
 
 	for i := int32(0); i >= 0; i = syms[i].next {

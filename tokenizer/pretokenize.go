@@ -1,7 +1,9 @@
 package tokenizer
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -113,6 +115,7 @@ const (
 
 	// DeepSeek LLM (V2): newlines, cased-letter runs, punctuation runs,
 	// trailing whitespace, CJK and Hangul runs, digit runs.
+	regexDeepSeekNewline = "[\r\n]"
 	regexDeepSeekLetters = "\\s?[A-Za-z\u00b5\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af\u0370-\u0373\u0376\u0377\u037b-\u037d\u037f\u0386\u0388-\u038a\u038c\u038e-\u03a1\u03a3-\u03f5\u03f7-\u0481\u048a-\u052f\u0531-\u0556\u10a0-\u10c5\u13a0-\u13f5\u13f8-\u13fd\u1c90-\u1cba\u1cbd-\u1cbf\u1d00-\u1d2b\u1d6b-\u1d77\u1d79-\u1d9a\u1e00-\u1f15\u1f18-\u1f1d\u1f20-\u1f45\u1f48-\u1f4d\u1f50-\u1f57\u1f59\u1f5b\u1f5d\u1f5f-\u1f7d\u1f80-\u1fb4\u1fb6-\u1fbc\u1fbe\u1fc2-\u1fc4\u1fc6-\u1fcc\u1fd0-\u1fd3\u1fd6-\u1fdb\u1fe0-\u1fec\u1ff2-\u1ff4\u1ff6-\u1ffc\u2102\u2107\u210a-\u2113\u2115\u2119-\u211d\u2124\u2126\u2128\u212a-\u212d\u212f-\u2134\u2139\u213c-\u213f\u2145-\u2149\u214e\u2183\u2184\u2c00-\u2c7b\u2c7e-\u2ce4\u2ceb-\u2cee\u2cf2\u2cf3\ua640-\ua66d\ua680-\ua69b\ua722-\ua76f\ua771-\ua787\ua78b-\ua78e\uab70-\uabbf\ufb00-\ufb06\ufb13-\ufb17\uff21-\uff3a\uff41-\uff5a\U00010400-\U0001044f\U000104b0-\U000104d3\U000104d8-\U000104fb\U00010c80-\U00010cb2\U00010cc0-\U00010cf2\U000118a0-\U000118df\U0001e900-\U0001e943]+"
 	regexDeepSeekPunct   = "\\s?[!-/:-~\uff01-\uff0f\uff1a-\uff5e\u2018-\u201f\u3000-\u3002]+"
 	regexDeepSeekCJK     = "[\u4e00-\u9fa5\u0800-\u4e00\uac00-\ud7ff]+"
@@ -140,13 +143,15 @@ var preTokenizers = func() map[string]*preTokenizer {
 	llama3Plain := &preTokenizer{name: "llama3", steps: []splitter{llama3Splitter{}}}
 	glm4 := &preTokenizer{name: "glm4", steps: []splitter{llama3Splitter{}}, noBOS: true}
 	qwen2 := &preTokenizer{name: "qwen2", steps: []splitter{mustRegex(regexQwen2)}}
+	// DeepSeek LLM's regexes are simple enough to run by hand (the test
+	// checks them against the regexes).
 	deepseek := &preTokenizer{name: "deepseek-llm", steps: []splitter{
-		mustRegex("[\r\n]"),
-		mustRegex(regexDeepSeekLetters),
-		mustRegex(regexDeepSeekPunct),
-		mustRegex(`\s+$`),
-		mustRegex(regexDeepSeekCJK),
-		mustRegex(`\p{N}+`),
+		classRun(regexDeepSeekNewline),
+		classRun(regexDeepSeekLetters),
+		classRun(regexDeepSeekPunct),
+		trailingSpace{},
+		classRun(regexDeepSeekCJK),
+		numberRun{},
 	}}
 	deepseek3 := &preTokenizer{name: "deepseek-v3", steps: []splitter{
 		mustRegex(`\p{N}{1,3}`),
@@ -532,4 +537,170 @@ func (w *window) cut(end int) int {
 	}
 	w.prev = end
 	return end
+}
+
+// runSplitter is a hand-written equivalent of a regex of the form
+// `\s?[set]+`, `[set]+` or `[set]` over the codepoints (run on the same text
+// the regex would see), which regexp2 runs an order of magnitude slower.
+type runSplitter struct {
+	ascii     [128]bool   // the set's ASCII members
+	set       []runeRange // the rest, sorted and disjoint
+	leadSpace bool        // \s? before the run
+	many      bool        // + after the set
+}
+
+type runeRange struct{ lo, hi rune }
+
+// classRun parses such a regex. The bracket expression may hold only
+// characters and ranges of them.
+func classRun(expr string) *runSplitter {
+	s := &runSplitter{}
+	rest := expr
+	if strings.HasPrefix(rest, `\s?`) {
+		s.leadSpace, rest = true, rest[3:]
+	}
+	if strings.HasSuffix(rest, "+") {
+		s.many, rest = true, rest[:len(rest)-1]
+	}
+	if !strings.HasPrefix(rest, "[") || !strings.HasSuffix(rest, "]") || len(rest) < 3 {
+		panic(fmt.Sprintf("tokenizer: %q is not a run of a bracket expression", expr))
+	}
+	rs := []rune(rest[1 : len(rest)-1])
+	for i := 0; i < len(rs); i++ {
+		if rs[i] == '\\' || rs[i] == '[' || rs[i] == '^' && i == 0 {
+			panic(fmt.Sprintf("tokenizer: %q: escapes and negation are not handled", expr))
+		}
+		r := runeRange{rs[i], rs[i]}
+		if i+2 < len(rs) && rs[i+1] == '-' {
+			r.hi = rs[i+2]
+			i += 2
+		}
+		for ; r.lo <= r.hi && r.lo < 128; r.lo++ {
+			s.ascii[r.lo] = true
+		}
+		if r.lo <= r.hi {
+			s.set = append(s.set, r)
+		}
+	}
+	slices.SortFunc(s.set, func(a, b runeRange) int { return cmp.Compare(a.lo, b.lo) })
+	merged := s.set[:0]
+	for _, r := range s.set {
+		if n := len(merged); n > 0 && r.lo <= merged[n-1].hi+1 {
+			merged[n-1].hi = max(merged[n-1].hi, r.hi)
+			continue
+		}
+		merged = append(merged, r)
+	}
+	s.set = merged
+	return s
+}
+
+func (s *runSplitter) in(r rune) bool {
+	if r < 128 {
+		return r >= 0 && s.ascii[r]
+	}
+	_, found := slices.BinarySearchFunc(s.set, r, func(x runeRange, r rune) int {
+		switch {
+		case x.hi < r:
+			return -1
+		case x.lo > r:
+			return 1
+		}
+		return 0
+	})
+	return found
+}
+
+// isRegexSpace is \s as llama.cpp's std::regex has it.
+func isRegexSpace(r rune) bool { return r == ' ' || r >= '\t' && r <= '\r' }
+
+func (s *runSplitter) split(t *splitText, pieces []int) []int {
+	text := t.wideText()
+	out := make([]int, 0, len(pieces))
+	start := 0
+	for _, n := range pieces {
+		lo, hi := start, start+n
+		start = hi
+		prev := lo
+		for p := lo; p < hi; {
+			var from, q int
+			switch {
+			case s.leadSpace && isRegexSpace(text[p]) && p+1 < hi && s.in(text[p+1]):
+				from, q = p, p+2
+			case s.in(text[p]):
+				from, q = p, p+1
+			default:
+				p++
+				continue
+			}
+			for s.many && q < hi && s.in(text[q]) {
+				q++
+			}
+			if from > prev {
+				out = append(out, from-prev)
+			}
+			out = append(out, q-from)
+			prev, p = q, q
+		}
+		if prev < hi {
+			out = append(out, hi-prev)
+		}
+	}
+	return out
+}
+
+// trailingSpace is `\s+$`: the whitespace that ends a piece.
+type trailingSpace struct{}
+
+func (trailingSpace) split(t *splitText, pieces []int) []int {
+	text := t.wideText()
+	out := make([]int, 0, len(pieces))
+	start := 0
+	for _, n := range pieces {
+		lo, hi := start, start+n
+		start = hi
+		q := hi
+		for q > lo && isRegexSpace(text[q-1]) {
+			q--
+		}
+		if q > lo {
+			out = append(out, q-lo)
+		}
+		if q < hi {
+			out = append(out, hi-q)
+		}
+	}
+	return out
+}
+
+// numberRun is `\p{N}+` on the collapsed text: a run of numbers.
+type numberRun struct{}
+
+func (numberRun) split(t *splitText, pieces []int) []int {
+	out := make([]int, 0, len(pieces))
+	start := 0
+	for _, n := range pieces {
+		lo, hi := start, start+n
+		start = hi
+		prev := lo
+		for p := lo; p < hi; {
+			if !t.cls[p].is(cNumber) {
+				p++
+				continue
+			}
+			q := p + 1
+			for q < hi && t.cls[q].is(cNumber) {
+				q++
+			}
+			if p > prev {
+				out = append(out, p-prev)
+			}
+			out = append(out, q-p)
+			prev, p = q, q
+		}
+		if prev < hi {
+			out = append(out, hi-prev)
+		}
+	}
+	return out
 }

@@ -102,6 +102,7 @@ func randomText(r *rand.Rand, n int) string {
 		" ", " ", " ", "\n", "\r", "\t", "\v", ".", ",", "!", "(", ")", "$", "+", "~", "/", "_", "-",
 		"é", "ß", "Ω", "中", "文", "ひ", "カ", "한", "ㄅ", "，", "…", "！", "\u00a0", "\u3000", "\u2028",
 		"\u0301", "٣", "½", "😀", "\u200b", "\x00", "\x1f", "\ufffd", "\U000e0001", "\U0010ffff",
+		"\u1f7d", "\u2126", "\u212a", "\uff0c", "\u201c", "\uac00", "\u0800", "\U00010400", "\u00b5", "\u3001",
 	}
 	var b strings.Builder
 	for range n {
@@ -110,9 +111,10 @@ func randomText(r *rand.Rand, n int) string {
 	return b.String()
 }
 
-// TestHandWrittenSplittersMatchRegex checks that the hand-written GPT-2 and
-// Llama 3 splitters (which llama.cpp uses in place of the regexes) split as
-// the regexes do, run the way llama.cpp runs its other regexes.
+// TestHandWrittenSplittersMatchRegex checks that the hand-written splitters
+// (GPT-2's and Llama 3's, which llama.cpp uses in place of the regexes, and
+// ours for DeepSeek LLM's) split as the regexes do, run the way llama.cpp
+// runs its other regexes.
 func TestHandWrittenSplittersMatchRegex(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, tc := range []struct {
@@ -122,18 +124,38 @@ func TestHandWrittenSplittersMatchRegex(t *testing.T) {
 	}{
 		{"gpt2", gpt2Splitter{}, regexGPT2},
 		{"llama3", llama3Splitter{}, regexLlama3},
+		{"deepseek newline", classRun(regexDeepSeekNewline), regexDeepSeekNewline},
+		{"deepseek letters", classRun(regexDeepSeekLetters), regexDeepSeekLetters},
+		{"deepseek punctuation", classRun(regexDeepSeekPunct), regexDeepSeekPunct},
+		{"deepseek trailing space", trailingSpace{}, `\s+$`},
+		{"deepseek CJK", classRun(regexDeepSeekCJK), regexDeepSeekCJK},
+		{"deepseek numbers", numberRun{}, `\p{N}+`},
 	} {
 		re := mustRegex(tc.regex)
 		for i := range 3000 {
 			s := randomText(r, 1+i%40)
 			cps, _ := codepoints(s)
-			got := tc.hand.split(newSplitText(cps), []int{len(cps)})
-			want := re.split(newSplitText(cps), []int{len(cps)})
-			if !slices.Equal(got, want) {
-				t.Fatalf("%s %q: hand-written %v, regex %v", tc.name, s, got, want)
+			// The whole text, and the text already cut in random places.
+			for _, pieces := range [][]int{{len(cps)}, randomPieces(r, len(cps))} {
+				got := tc.hand.split(newSplitText(cps), pieces)
+				want := re.split(newSplitText(cps), pieces)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s %q %v: hand-written %v, regex %v", tc.name, s, pieces, got, want)
+				}
 			}
 		}
 	}
+}
+
+// randomPieces cuts n codepoints into random pieces.
+func randomPieces(r *rand.Rand, n int) []int {
+	var out []int
+	for n > 0 {
+		k := 1 + r.IntN(n)
+		out = append(out, k)
+		n -= k
+	}
+	return out
 }
 
 // TestSplitCoversText checks that every pre-tokenizer's words put together

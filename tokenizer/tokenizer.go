@@ -415,6 +415,7 @@ func byteToken(text string) string {
 // tokens; user-defined tokens are always parsed, as in llama.cpp.
 func (t *Tokenizer) Encode(text string, parseSpecial bool) []int32 {
 	var out []int32
+	var st bpeState
 	for _, f := range t.partition(text, parseSpecial) {
 		if f.token >= 0 {
 			out = append(out, f.token)
@@ -424,7 +425,7 @@ func (t *Tokenizer) Encode(text string, parseSpecial bool) []int32 {
 		prev := 0
 		for _, end := range t.pre.split(s) {
 			if end > prev {
-				out = t.bpeWord(s[prev:end], out)
+				out = t.bpeWord(&st, s[prev:end], out)
 			}
 			prev = end
 		}
