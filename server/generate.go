@@ -1,0 +1,338 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/latent-ai/latent/chat"
+	"github.com/latent-ai/latent/engine"
+)
+
+// genRequest is one generation, in the terms both APIs share.
+type genRequest struct {
+	prompt    string // text, special tokens parsed; BOS is added when the model wants one
+	tokens    []int32
+	maxTokens int // ≤ 0: until the end of generation or a full context
+	sampler   engine.SamplerOptions
+	stop      []string
+	arrived   time.Time
+	// rawReasoning keeps <think> blocks in the text (completions, raw
+	// prompts) instead of separating them.
+	rawReasoning bool
+}
+
+// genResult is how a generation ended and what it cost.
+type genResult struct {
+	promptTokens int
+	cachedTokens int // prompt tokens reused from the previous request's cache
+	generated    int
+	// reason is "stop" (end of generation or a stop string) or "length"
+	// (max tokens or a full context), as both APIs name them.
+	reason string
+	// queued is the wait for the model; prefill the prompt's pass and the
+	// first token; decode the rest; total everything since arrival.
+	queued, prefill, decode, total time.Duration
+}
+
+func (r *genResult) decodeRate() float64 {
+	if r.generated <= 1 || r.decode <= 0 {
+		return 0
+	}
+	return float64(r.generated-1) / r.decode.Seconds()
+}
+
+// piece is a part of the answer as it streams: reasoning or answer text.
+type piece struct {
+	reasoning, content string
+}
+
+// generate runs req when the model is free, calling emit with each piece of
+// text as soon as it is final. It returns an *apiError for the client's
+// mistakes (prompt too long: 400) and for a full queue (429), the context's
+// error when the client went away, and other errors for failures.
+func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece) error) (*genResult, error) {
+	m := s.model
+	ids := req.tokens
+	if ids == nil {
+		if m.Tokenizer.AddBOS() {
+			ids = append(ids, m.Tokenizer.BOS())
+		}
+		ids = append(ids, m.Tokenizer.Encode(req.prompt, true)...)
+	}
+	if len(ids) == 0 {
+		return nil, badRequest("prompt", "the prompt is empty")
+	}
+	if C := m.Net.Context(); len(ids) >= C {
+		return nil, &apiError{status: http.StatusBadRequest, kind: "invalid_request_error", code: "context_length_exceeded",
+			msg: fmt.Sprintf("the prompt has %d tokens, more than fit in the context of %d (leave room for the answer, or serve with a larger --ctx)", len(ids), C)}
+	}
+	for _, id := range ids {
+		if id < 0 || int(id) >= m.Net.Vocab() {
+			return nil, badRequest("prompt", fmt.Sprintf("token %d is outside the vocabulary of %d", id, m.Net.Vocab()))
+		}
+	}
+	if err := req.sampler.Validate(); err != nil {
+		return nil, badRequest("", err.Error())
+	}
+
+	s.inflight.Add(1)
+	defer s.inflight.Done()
+	s.metrics.inflight.Inc()
+	defer s.metrics.inflight.Dec()
+
+	release, err := s.queue.acquire(ctx)
+	if errors.Is(err, errQueueFull) {
+		s.metrics.rejected.Inc()
+		return nil, &apiError{status: http.StatusTooManyRequests, kind: "rate_limit_error", code: "queue_full", retryAfter: 1,
+			msg: fmt.Sprintf("the server is busy: %d requests are already waiting; retry later", s.cfg.QueueSize)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	res := &genResult{promptTokens: len(ids), queued: time.Since(req.arrived)}
+
+	// A stop string cancels the generation through gctx; a client that goes
+	// away cancels ctx.
+	gctx, stopGen := context.WithCancel(ctx)
+	defer stopGen()
+	var (
+		dec      = m.Tokenizer.NewDecoder()
+		stops    = newStopMatcher(req.stop)
+		split    = newSplitter(req)
+		stopped  bool // a stop string matched
+		writeErr error
+		first    = true
+	)
+	send := func(text string) {
+		if text == "" || writeErr != nil {
+			return
+		}
+		r, c := split.Add(text)
+		if r == "" && c == "" {
+			return
+		}
+		if first {
+			first = false
+			s.metrics.ttft.Observe(time.Since(req.arrived).Seconds())
+		}
+		if err := emit(piece{reasoning: r, content: c}); err != nil {
+			writeErr = err
+			stopGen()
+		}
+	}
+	ereq := engine.Request{Prompt: ids, MaxTokens: req.maxTokens, EOG: m.Tokenizer.EOG(), Sampler: req.sampler}
+	net := s.runner.prepare(ids)
+	out, err := engine.Generate(gctx, net, ereq, func(t engine.Token) error {
+		if stopped {
+			return nil
+		}
+		text, hit := stops.add(dec.Add(t.ID))
+		send(text)
+		if hit {
+			stopped = true
+			stopGen()
+		}
+		return nil
+	})
+	s.runner.finish(net, err)
+	if err != nil {
+		return nil, fmt.Errorf("generation failed: %w", err)
+	}
+	res.cachedTokens = net.reused
+	res.generated = out.Generated
+	res.prefill, res.decode = out.PrefillDuration, out.DecodeDuration
+	s.metrics.promptTokens.Add(float64(len(ids)))
+	s.metrics.cachedTokens.Add(float64(net.reused))
+	s.metrics.generatedTokens.Add(float64(out.Generated))
+
+	switch {
+	case stopped:
+		res.reason = "stop"
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case writeErr != nil:
+		return nil, writeErr
+	case out.StopReason == engine.StopEOS || out.StopReason == engine.StopSequence:
+		res.reason = "stop"
+	default:
+		res.reason = "length"
+	}
+	if !stopped {
+		send(stops.flush(dec.Flush()))
+	}
+	if r, c := split.Flush(); r != "" || c != "" {
+		if writeErr == nil {
+			if err := emit(piece{reasoning: r, content: c}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if writeErr != nil {
+		return nil, writeErr
+	}
+	res.total = time.Since(req.arrived)
+	if rate := res.decodeRate(); rate > 0 {
+		s.metrics.tokensPerSecond.Observe(rate)
+	}
+	return res, nil
+}
+
+// splitter separates reasoning from the answer, or passes everything as
+// the answer.
+type splitter interface {
+	Add(text string) (reasoning, answer string)
+	Flush() (reasoning, answer string)
+}
+
+type noSplit struct{}
+
+func (noSplit) Add(text string) (string, string) { return "", text }
+func (noSplit) Flush() (string, string)          { return "", "" }
+
+func newSplitter(req *genRequest) splitter {
+	if req.rawReasoning {
+		return noSplit{}
+	}
+	return chat.NewReasoningSplitter(req.prompt)
+}
+
+// runner owns the network's cache between requests: the tokens whose
+// entries it holds, so that the next prompt can reuse their common prefix.
+// Only the request holding the queue touches it.
+type runner struct {
+	net    Net
+	cached []int32
+}
+
+// prepare wraps the network for one engine.Generate call on prompt.
+func (r *runner) prepare(prompt []int32) *prefixNet {
+	return &prefixNet{Net: r.net, r: r, prompt: prompt}
+}
+
+// finish records the outcome: after a failure the cache is not trusted.
+func (r *runner) finish(p *prefixNet, err error) {
+	if err != nil || p.broken {
+		r.cached = r.cached[:0]
+		r.net.Reset()
+	}
+}
+
+// prefixNet is the network as engine.Generate sees it: its Reset keeps the
+// longest cached prefix of the prompt (at least one prompt token is left to
+// run, for the logits), and its first Forward, the prompt's prefill, runs
+// only the rest. Every token run is recorded as cached.
+type prefixNet struct {
+	Net
+	r      *runner
+	prompt []int32
+	reused int  // prompt tokens whose cache entries were kept
+	skip   bool // the next Forward is the prompt's prefill
+	broken bool // a Forward failed: the cache is in an unknown state
+}
+
+func (p *prefixNet) Reset() {
+	n := commonPrefix(p.r.cached, p.prompt)
+	n = min(n, len(p.prompt)-1, p.Net.Position())
+	p.Net.Truncate(n)
+	if p.Net.Position() != n {
+		p.Net.Reset()
+		n = 0
+	}
+	p.r.cached = p.r.cached[:n]
+	p.reused, p.skip = n, n > 0
+}
+
+func (p *prefixNet) Forward(tokens []int32, all bool) ([]float32, error) {
+	if p.skip {
+		p.skip = false
+		if !all && slices.Equal(tokens, p.prompt) {
+			tokens = tokens[p.reused:]
+		} else {
+			// Not the prefill this wrapper expects: start over.
+			p.Net.Reset()
+			p.r.cached, p.reused = p.r.cached[:0], 0
+		}
+	}
+	logits, err := p.Net.Forward(tokens, all)
+	if err != nil {
+		p.broken = true
+		return nil, err
+	}
+	p.r.cached = append(p.r.cached, tokens...)
+	return logits, nil
+}
+
+func commonPrefix(a, b []int32) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// stopMatcher finds stop strings in streamed text, holding back text that
+// could be the start of one until the next piece decides it.
+type stopMatcher struct {
+	stops   []string
+	pending string
+}
+
+func newStopMatcher(stops []string) *stopMatcher {
+	var s []string
+	for _, x := range stops {
+		if x != "" {
+			s = append(s, x)
+		}
+	}
+	return &stopMatcher{stops: s}
+}
+
+// add takes the next text and returns what may be output, and whether a stop
+// string ended the output (the text before it is returned; it and what
+// follows are not).
+func (m *stopMatcher) add(text string) (string, bool) {
+	if len(m.stops) == 0 {
+		return text, false
+	}
+	m.pending += text
+	cut := -1
+	for _, s := range m.stops {
+		if i := strings.Index(m.pending, s); i >= 0 && (cut < 0 || i < cut) {
+			cut = i
+		}
+	}
+	if cut >= 0 {
+		out := m.pending[:cut]
+		m.pending = ""
+		return out, true
+	}
+	keep := 0
+	for _, s := range m.stops {
+		for k := min(len(s)-1, len(m.pending)); k > keep; k-- {
+			if strings.HasSuffix(m.pending, s[:k]) {
+				keep = k
+				break
+			}
+		}
+	}
+	out := m.pending[:len(m.pending)-keep]
+	m.pending = m.pending[len(m.pending)-keep:]
+	return out, false
+}
+
+// flush returns the held text at the end of the output, with tail.
+func (m *stopMatcher) flush(tail string) string {
+	out, hit := m.add(tail)
+	if hit {
+		return out
+	}
+	out += m.pending
+	m.pending = ""
+	return out
+}

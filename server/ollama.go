@@ -1,0 +1,410 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/latent-ai/latent/chat"
+)
+
+// ollamaMessage is a message of Ollama's chat API.
+type ollamaMessage struct {
+	Role      string           `json:"role"`
+	Content   string           `json:"content"`
+	Thinking  string           `json:"thinking,omitempty"`
+	Images    []string         `json:"images,omitempty"`
+	ToolCalls []ollamaToolCall `json:"tool_calls,omitempty"`
+	ToolName  string           `json:"tool_name,omitempty"`
+}
+
+type ollamaToolCall struct {
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+type ollamaChatRequest struct {
+	Model    string            `json:"model"`
+	Messages []ollamaMessage   `json:"messages"`
+	Tools    []json.RawMessage `json:"tools"`
+	Format   json.RawMessage   `json:"format"`
+	Options  ollamaOptions     `json:"options"`
+	Stream   *bool             `json:"stream"`
+	Think    json.RawMessage   `json:"think"`
+}
+
+type ollamaGenerateRequest struct {
+	Model   string          `json:"model"`
+	Prompt  string          `json:"prompt"`
+	Suffix  string          `json:"suffix"`
+	System  string          `json:"system"`
+	Raw     bool            `json:"raw"`
+	Images  []string        `json:"images"`
+	Format  json.RawMessage `json:"format"`
+	Options ollamaOptions   `json:"options"`
+	Stream  *bool           `json:"stream"`
+	Think   json.RawMessage `json:"think"`
+}
+
+// ollamaOptions are the model options Ollama requests carry; those that
+// concern loading (num_gpu, num_thread, ...) are accepted and ignored.
+type ollamaOptions struct {
+	sampling
+	numPredict *int
+	stop       stopList
+}
+
+func (o *ollamaOptions) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return &fieldError{"options", "must be an object"}
+	}
+	float := func(key string, dst **float64) error {
+		raw, ok := m[key]
+		if !ok || string(raw) == "null" {
+			return nil
+		}
+		var v float64
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return &fieldError{"options." + key, "must be a number"}
+		}
+		*dst = &v
+		return nil
+	}
+	integer := func(key string, dst **int) error {
+		raw, ok := m[key]
+		if !ok || string(raw) == "null" {
+			return nil
+		}
+		var v float64
+		if err := json.Unmarshal(raw, &v); err != nil || v != math.Trunc(v) || math.Abs(v) > math.MaxInt32 {
+			return &fieldError{"options." + key, "must be an integer"}
+		}
+		n := int(v)
+		*dst = &n
+		return nil
+	}
+	var seed *int
+	for _, err := range []error{
+		float("temperature", &o.Temperature), float("top_p", &o.TopP), float("min_p", &o.MinP), float("repeat_penalty", &o.RepeatPenalty),
+		integer("top_k", &o.TopK), integer("repeat_last_n", &o.RepeatLastN), integer("num_predict", &o.numPredict), integer("seed", &seed),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if seed != nil && *seed >= 0 { // Ollama: a negative seed means a random one
+		s := int64(*seed)
+		o.Seed = &s
+	}
+	if raw, ok := m["stop"]; ok {
+		if err := o.stop.UnmarshalJSON(raw); err != nil {
+			return &fieldError{"options.stop", "must be a string or an array of strings"}
+		}
+	}
+	return nil
+}
+
+// generation turns the options into the request's limits and sampler.
+func (o *ollamaOptions) apply(gen *genRequest) error {
+	if n := o.numPredict; n != nil && *n > 0 {
+		gen.maxTokens = *n
+	} else if n != nil && *n != -1 && *n != -2 {
+		return badRequest("options.num_predict", fmt.Sprintf("num_predict %d must be positive, or -1 for no limit", *n))
+	}
+	if err := o.stop.check(); err != nil {
+		return err
+	}
+	gen.stop = o.stop
+	var err error
+	gen.sampler, err = o.options(math.MaxFloat32)
+	return err
+}
+
+// thinkOption reads Ollama's think field: true, false, or "high", "medium",
+// "low". Templates get enable_thinking; absent leaves the template's default.
+func thinkOption(raw json.RawMessage) (map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var b bool
+	if json.Unmarshal(raw, &b) == nil {
+		return map[string]any{"enable_thinking": b}, nil
+	}
+	var level string
+	if json.Unmarshal(raw, &level) == nil && (level == "high" || level == "medium" || level == "low") {
+		return map[string]any{"enable_thinking": true, "reasoning_effort": level}, nil
+	}
+	return nil, badRequest("think", "think must be true, false, \"high\", \"medium\" or \"low\"")
+}
+
+func checkFormat(raw json.RawMessage) error {
+	if f := string(bytes.TrimSpace(raw)); f != "" && f != "null" && f != `""` {
+		return badRequest("format", "structured output (format) is not supported")
+	}
+	return nil
+}
+
+// ollamaResponse is one line of an Ollama stream, or the whole answer.
+type ollamaResponse struct {
+	Model     string         `json:"model"`
+	CreatedAt string         `json:"created_at"`
+	Message   *ollamaMessage `json:"message,omitempty"`
+	Response  *string        `json:"response,omitempty"`
+	Thinking  string         `json:"thinking,omitempty"`
+	Done      bool           `json:"done"`
+	ollamaCounters
+}
+
+type ollamaCounters struct {
+	DoneReason         string `json:"done_reason,omitempty"`
+	TotalDuration      int64  `json:"total_duration,omitempty"`
+	LoadDuration       int64  `json:"load_duration,omitempty"`
+	PromptEvalCount    int    `json:"prompt_eval_count,omitempty"`
+	PromptEvalDuration int64  `json:"prompt_eval_duration,omitempty"`
+	EvalCount          int    `json:"eval_count,omitempty"`
+	EvalDuration       int64  `json:"eval_duration,omitempty"`
+}
+
+// countersOf maps a generation onto Ollama's counters. load_duration is the
+// wait for the model, as Ollama's includes its scheduler's.
+func countersOf(r *genResult) ollamaCounters {
+	return ollamaCounters{
+		DoneReason: r.reason, TotalDuration: int64(r.total), LoadDuration: int64(max(r.queued, 1)),
+		PromptEvalCount: r.promptTokens, PromptEvalDuration: int64(max(r.prefill, 1)),
+		EvalCount: r.generated, EvalDuration: int64(max(r.decode, 1)),
+	}
+}
+
+func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+
+func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
+	var req ollamaChatRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeOllamaError(w, err)
+		return
+	}
+	model := s.responseModel(req.Model)
+	if len(req.Messages) == 0 {
+		// Ollama's clients load a model with an empty chat.
+		writeJSON(w, http.StatusOK, ollamaResponse{Model: model, CreatedAt: now(), Message: &ollamaMessage{Role: "assistant"},
+			Done: true, ollamaCounters: ollamaCounters{DoneReason: "load"}})
+		return
+	}
+	gen, err := s.ollamaChatRequest(&req)
+	if err != nil {
+		writeOllamaError(w, err)
+		return
+	}
+	gen.arrived = arrived
+	line := func(p piece) ollamaResponse {
+		return ollamaResponse{Model: model, CreatedAt: now(), Message: &ollamaMessage{Role: "assistant", Content: p.content, Thinking: p.reasoning}}
+	}
+	s.ollamaRespond(w, r, req.Stream, gen, line, func(res *genResult, all piece) ollamaResponse {
+		out := line(all)
+		out.Done, out.ollamaCounters = true, countersOf(res)
+		return out
+	})
+}
+
+func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) {
+	if err := checkFormat(req.Format); err != nil {
+		return nil, err
+	}
+	msgs := make([]chat.Message, len(req.Messages))
+	for i, m := range req.Messages {
+		role, err := checkRole(i, m.Role)
+		if err != nil {
+			return nil, err
+		}
+		if len(m.Images) > 0 {
+			return nil, badRequest(fmt.Sprintf("messages[%d].images", i), "images are not supported: the model reads text only")
+		}
+		msgs[i] = chat.Message{Role: role, Content: m.Content, ReasoningContent: m.Thinking, Name: m.ToolName}
+		for _, tc := range m.ToolCalls {
+			call := chat.ToolCall{Type: "function"}
+			call.Function.Name, call.Function.Arguments = tc.Function.Name, toolArguments(tc.Function.Arguments)
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, call)
+		}
+	}
+	extra, err := thinkOption(req.Think)
+	if err != nil {
+		return nil, err
+	}
+	prompt, err := s.render(msgs, req.Tools, extra)
+	if err != nil {
+		return nil, err
+	}
+	gen := &genRequest{prompt: prompt}
+	return gen, req.Options.apply(gen)
+}
+
+func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
+	var req ollamaGenerateRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeOllamaError(w, err)
+		return
+	}
+	model := s.responseModel(req.Model)
+	empty := ""
+	if req.Prompt == "" && req.System == "" {
+		writeJSON(w, http.StatusOK, ollamaResponse{Model: model, CreatedAt: now(), Response: &empty,
+			Done: true, ollamaCounters: ollamaCounters{DoneReason: "load"}})
+		return
+	}
+	gen, err := s.ollamaGenerateRequest(&req)
+	if err != nil {
+		writeOllamaError(w, err)
+		return
+	}
+	gen.arrived = arrived
+	line := func(p piece) ollamaResponse {
+		return ollamaResponse{Model: model, CreatedAt: now(), Response: &p.content, Thinking: p.reasoning}
+	}
+	s.ollamaRespond(w, r, req.Stream, gen, line, func(res *genResult, all piece) ollamaResponse {
+		out := line(all)
+		out.Done, out.ollamaCounters = true, countersOf(res)
+		return out
+	})
+}
+
+func (s *Server) ollamaGenerateRequest(req *ollamaGenerateRequest) (*genRequest, error) {
+	switch {
+	case len(req.Images) > 0:
+		return nil, badRequest("images", "images are not supported: the model reads text only")
+	case req.Suffix != "":
+		return nil, badRequest("suffix", "suffix (fill in the middle) is not supported")
+	}
+	if err := checkFormat(req.Format); err != nil {
+		return nil, err
+	}
+	gen := &genRequest{prompt: req.Prompt, rawReasoning: true}
+	if !req.Raw {
+		var msgs []chat.Message
+		if req.System != "" {
+			msgs = append(msgs, chat.Message{Role: "system", Content: req.System})
+		}
+		msgs = append(msgs, chat.Message{Role: "user", Content: req.Prompt})
+		extra, err := thinkOption(req.Think)
+		if err != nil {
+			return nil, err
+		}
+		if gen.prompt, err = s.render(msgs, nil, extra); err != nil {
+			return nil, err
+		}
+		gen.rawReasoning = false
+	}
+	return gen, req.Options.apply(gen)
+}
+
+// ollamaRespond runs gen and answers in NDJSON lines (stream absent or
+// true) or one object, ending with the counters.
+func (s *Server) ollamaRespond(w http.ResponseWriter, r *http.Request, streamed *bool, gen *genRequest,
+	line func(piece) ollamaResponse, final func(*genResult, piece) ollamaResponse) {
+	if streamed != nil && !*streamed {
+		var all piece
+		var content, reasoning strings.Builder
+		res, err := s.generate(r.Context(), gen, func(p piece) error {
+			content.WriteString(p.content)
+			reasoning.WriteString(p.reasoning)
+			return nil
+		})
+		if err != nil {
+			s.failed(w, r, err, writeOllamaError)
+			return
+		}
+		all.content, all.reasoning = content.String(), reasoning.String()
+		writeJSON(w, http.StatusOK, final(res, all))
+		return
+	}
+	st := newStream(w, false, s.cfg.WriteTimeout)
+	res, err := s.generate(r.Context(), gen, func(p piece) error { return st.send(line(p)) })
+	if err != nil {
+		if !st.started {
+			s.failed(w, r, err, writeOllamaError)
+		} else if r.Context().Err() == nil {
+			st.send(map[string]string{"error": asAPIError(err).msg})
+		}
+		return
+	}
+	st.send(final(res, piece{}))
+}
+
+func (s *Server) ollamaModel() map[string]any {
+	return map[string]any{
+		"name": s.model.Name, "model": s.model.Name, "modified_at": s.model.Info.Modified.UTC().Format(time.RFC3339Nano),
+		"size": s.model.Info.Size, "digest": "", "details": s.details(),
+	}
+}
+
+func (s *Server) details() map[string]any {
+	in := s.model.Info
+	return map[string]any{"parent_model": "", "format": "gguf", "family": in.Family, "families": []string{in.Family},
+		"parameter_size": in.ParameterSize, "quantization_level": in.Quantization}
+}
+
+func (s *Server) handleOllamaTags(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"models": []any{s.ollamaModel()}})
+}
+
+func (s *Server) handleOllamaPS(w http.ResponseWriter, r *http.Request) {
+	m := s.ollamaModel()
+	m["expires_at"] = time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339Nano)
+	m["size_vram"] = 0
+	m["context_length"] = s.model.Net.Context()
+	writeJSON(w, http.StatusOK, map[string]any{"models": []any{m}})
+}
+
+func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model string `json:"model"`
+		Name  string `json:"name"` // older clients
+	}
+	if err := decodeBody(r, &req); err != nil {
+		writeOllamaError(w, err)
+		return
+	}
+	name := req.Model
+	if name == "" {
+		name = req.Name
+	}
+	if !s.isModel(name) {
+		writeOllamaError(w, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("model '%s' not found (this server serves '%s')", name, s.model.Name)})
+		return
+	}
+	tmpl := s.model.Template.Source
+	caps := []string{"completion"}
+	if strings.Contains(tmpl, "<think>") {
+		caps = append(caps, "thinking")
+	}
+	if strings.Contains(tmpl, "tools") {
+		caps = append(caps, "tools")
+	}
+	info := s.model.Info
+	writeJSON(w, http.StatusOK, map[string]any{
+		"license":      "",
+		"modelfile":    fmt.Sprintf("# served by latent\nFROM %s\n", info.Path),
+		"parameters":   "",
+		"template":     tmpl,
+		"details":      s.details(),
+		"model_info":   info.Metadata,
+		"capabilities": caps,
+		"modified_at":  info.Modified.UTC().Format(time.RFC3339Nano),
+	})
+}
+
+func (s *Server) handleOllamaVersion(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"version": s.cfg.Version})
+}

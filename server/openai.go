@@ -1,0 +1,481 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/latent-ai/latent/chat"
+)
+
+// chatCompletionRequest is OpenAI's chat completion request, with the
+// sampling extensions llama.cpp's server accepts (top_k, min_p,
+// repeat_penalty, chat_template_kwargs).
+type chatCompletionRequest struct {
+	Model               string            `json:"model"`
+	Messages            []openAIMessage   `json:"messages"`
+	Stream              bool              `json:"stream"`
+	StreamOptions       *streamOptions    `json:"stream_options"`
+	MaxTokens           *int              `json:"max_tokens"`
+	MaxCompletionTokens *int              `json:"max_completion_tokens"`
+	N                   *int              `json:"n"`
+	Stop                stopList          `json:"stop"`
+	Tools               []json.RawMessage `json:"tools"`
+	ChatTemplateKwargs  map[string]any    `json:"chat_template_kwargs"`
+	Logprobs            *bool             `json:"logprobs"`
+	ResponseFormat      *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
+	openAISampling
+}
+
+type openAISampling struct {
+	Temperature   *float64 `json:"temperature"`
+	TopP          *float64 `json:"top_p"`
+	TopK          *int     `json:"top_k"`
+	MinP          *float64 `json:"min_p"`
+	RepeatPenalty *float64 `json:"repeat_penalty"`
+	Seed          *int64   `json:"seed"`
+}
+
+func (o openAISampling) sampling() sampling {
+	return sampling{Temperature: o.Temperature, TopP: o.TopP, TopK: o.TopK, MinP: o.MinP, RepeatPenalty: o.RepeatPenalty, Seed: o.Seed}
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type openAIMessage struct {
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	ReasoningContent string          `json:"reasoning_content"`
+	Name             string          `json:"name"`
+	ToolCalls        []chat.ToolCall `json:"tool_calls"`
+	ToolCallID       string          `json:"tool_call_id"`
+}
+
+// completionRequest is OpenAI's legacy text completion request.
+type completionRequest struct {
+	Model         string          `json:"model"`
+	Prompt        json.RawMessage `json:"prompt"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *streamOptions  `json:"stream_options"`
+	MaxTokens     *int            `json:"max_tokens"`
+	N             *int            `json:"n"`
+	BestOf        *int            `json:"best_of"`
+	Stop          stopList        `json:"stop"`
+	Echo          bool            `json:"echo"`
+	Suffix        *string         `json:"suffix"`
+	Logprobs      *int            `json:"logprobs"`
+	openAISampling
+}
+
+// usage is OpenAI's token accounting.
+type usage struct {
+	PromptTokens        int           `json:"prompt_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	TotalTokens         int           `json:"total_tokens"`
+	PromptTokensDetails promptDetails `json:"prompt_tokens_details"`
+}
+
+type promptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// timings are llama.cpp's server timings: what the chat page shows.
+type timings struct {
+	CacheN             int     `json:"cache_n"`
+	PromptN            int     `json:"prompt_n"`
+	PromptMS           float64 `json:"prompt_ms"`
+	PromptPerSecond    float64 `json:"prompt_per_second"`
+	PredictedN         int     `json:"predicted_n"`
+	PredictedMS        float64 `json:"predicted_ms"`
+	PredictedPerSecond float64 `json:"predicted_per_second"`
+}
+
+func usageOf(r *genResult) *usage {
+	return &usage{PromptTokens: r.promptTokens, CompletionTokens: r.generated, TotalTokens: r.promptTokens + r.generated,
+		PromptTokensDetails: promptDetails{CachedTokens: r.cachedTokens}}
+}
+
+func timingsOf(r *genResult) *timings {
+	t := &timings{CacheN: r.cachedTokens, PromptN: r.promptTokens - r.cachedTokens, PromptMS: ms(r.prefill),
+		PredictedN: r.generated, PredictedMS: ms(r.prefill + r.decode), PredictedPerSecond: r.decodeRate()}
+	if r.prefill > 0 {
+		t.PromptPerSecond = float64(t.PromptN) / r.prefill.Seconds()
+	}
+	return t
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+type chatCompletion struct {
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	SystemFingerprint string       `json:"system_fingerprint"`
+	Choices           []chatChoice `json:"choices"`
+	Usage             *usage       `json:"usage,omitempty"`
+	Timings           *timings     `json:"timings,omitempty"`
+}
+
+type chatChoice struct {
+	Index        int          `json:"index"`
+	Message      *chatMessage `json:"message,omitempty"`
+	Delta        *chatMessage `json:"delta,omitempty"`
+	Text         *string      `json:"text,omitempty"` // text completions
+	FinishReason *string      `json:"finish_reason"`
+	Logprobs     *struct{}    `json:"logprobs"`
+}
+
+type chatMessage struct {
+	Role             string  `json:"role,omitempty"`
+	Content          *string `json:"content,omitempty"`
+	ReasoningContent string  `json:"reasoning_content,omitempty"`
+}
+
+const fingerprint = "latent"
+
+func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
+	var req chatCompletionRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeOpenAIError(w, err)
+		return
+	}
+	gen, err := s.chatRequest(&req)
+	if err != nil {
+		writeOpenAIError(w, err)
+		return
+	}
+	gen.arrived = arrived
+	model := s.responseModel(req.Model)
+	id, created := newID("chatcmpl-"), arrived.Unix()
+	chunk := func(delta *chatMessage, finish *string) chatCompletion {
+		return chatCompletion{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, SystemFingerprint: fingerprint,
+			Choices: []chatChoice{{Delta: delta, FinishReason: finish}}}
+	}
+
+	if !req.Stream {
+		var content, reasoning strings.Builder
+		res, err := s.generate(r.Context(), gen, func(p piece) error {
+			content.WriteString(p.content)
+			reasoning.WriteString(p.reasoning)
+			return nil
+		})
+		if err != nil {
+			s.failed(w, r, err, writeOpenAIError)
+			return
+		}
+		text := content.String()
+		writeJSON(w, http.StatusOK, chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: model, SystemFingerprint: fingerprint,
+			Choices: []chatChoice{{Message: &chatMessage{Role: "assistant", Content: &text, ReasoningContent: reasoning.String()}, FinishReason: &res.reason}},
+			Usage:   usageOf(res), Timings: timingsOf(res)})
+		return
+	}
+
+	st := newStream(w, true, s.cfg.WriteTimeout)
+	empty := ""
+	begin := func() error {
+		if st.started {
+			return nil
+		}
+		return st.send(chunk(&chatMessage{Role: "assistant", Content: &empty}, nil))
+	}
+	res, err := s.generate(r.Context(), gen, func(p piece) error {
+		if err := begin(); err != nil {
+			return err
+		}
+		d := &chatMessage{ReasoningContent: p.reasoning}
+		if p.content != "" {
+			d.Content = &p.content
+		}
+		return st.send(chunk(d, nil))
+	})
+	if err != nil {
+		s.streamFailed(w, r, st, err)
+		return
+	}
+	if begin() != nil {
+		return
+	}
+	final := chunk(&chatMessage{}, &res.reason)
+	if !wantsUsage(req.StreamOptions) {
+		final.Timings = timingsOf(res)
+	}
+	if st.send(final) != nil {
+		return
+	}
+	if wantsUsage(req.StreamOptions) {
+		u := chatCompletion{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, SystemFingerprint: fingerprint,
+			Choices: []chatChoice{}, Usage: usageOf(res), Timings: timingsOf(res)}
+		if st.send(u) != nil {
+			return
+		}
+	}
+	st.done()
+}
+
+func wantsUsage(o *streamOptions) bool { return o != nil && o.IncludeUsage }
+
+// chatRequest checks a chat completion request and renders its prompt.
+func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
+	if err := checkN(req.N); err != nil {
+		return nil, err
+	}
+	if req.Logprobs != nil && *req.Logprobs {
+		return nil, badRequest("logprobs", "logprobs are not supported")
+	}
+	if f := req.ResponseFormat; f != nil && f.Type != "" && f.Type != "text" {
+		return nil, badRequest("response_format", fmt.Sprintf("response_format %q is not supported (only \"text\")", f.Type))
+	}
+	if req.Messages == nil {
+		return nil, badRequest("messages", "messages is missing: send at least one message")
+	}
+	msgs := make([]chat.Message, len(req.Messages))
+	for i, m := range req.Messages {
+		role, err := checkRole(i, m.Role)
+		if err != nil {
+			return nil, err
+		}
+		content, err := textContent(i, m.Content)
+		if err != nil {
+			return nil, err
+		}
+		msgs[i] = chat.Message{Role: role, Content: content, ReasoningContent: m.ReasoningContent, Name: m.Name,
+			ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
+		for j := range msgs[i].ToolCalls {
+			msgs[i].ToolCalls[j].Function.Arguments = toolArguments(msgs[i].ToolCalls[j].Function.Arguments)
+		}
+	}
+	prompt, err := s.render(msgs, req.Tools, req.ChatTemplateKwargs)
+	if err != nil {
+		return nil, err
+	}
+	limit := req.MaxTokens
+	param := "max_tokens"
+	if req.MaxCompletionTokens != nil {
+		limit, param = req.MaxCompletionTokens, "max_completion_tokens"
+	}
+	maxTokens, err := maxTokensOf(param, limit)
+	if err != nil {
+		return nil, err
+	}
+	if err := req.Stop.check(); err != nil {
+		return nil, err
+	}
+	opts, err := req.sampling().options(2)
+	if err != nil {
+		return nil, err
+	}
+	return &genRequest{prompt: prompt, maxTokens: maxTokens, sampler: opts, stop: req.Stop}, nil
+}
+
+func checkN(n *int) error {
+	if n != nil && *n != 1 {
+		return badRequest("n", fmt.Sprintf("n = %d is not supported: the server makes one choice per request (n = 1)", *n))
+	}
+	return nil
+}
+
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
+	var req completionRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeOpenAIError(w, err)
+		return
+	}
+	gen, err := s.completionRequest(&req)
+	if err != nil {
+		writeOpenAIError(w, err)
+		return
+	}
+	gen.arrived = arrived
+	model := s.responseModel(req.Model)
+	id, created := newID("cmpl-"), arrived.Unix()
+	chunk := func(text string, finish *string) chatCompletion {
+		return chatCompletion{ID: id, Object: "text_completion", Created: created, Model: model, SystemFingerprint: fingerprint,
+			Choices: []chatChoice{{Text: &text, FinishReason: finish}}}
+	}
+	// A completion has no place for reasoning: it stays in the text.
+	whole := func(p piece) string { return p.reasoning + p.content }
+	gen.rawReasoning = true
+
+	if !req.Stream {
+		var text strings.Builder
+		res, err := s.generate(r.Context(), gen, func(p piece) error {
+			text.WriteString(whole(p))
+			return nil
+		})
+		if err != nil {
+			s.failed(w, r, err, writeOpenAIError)
+			return
+		}
+		c := chunk(text.String(), &res.reason)
+		c.Usage, c.Timings = usageOf(res), timingsOf(res)
+		writeJSON(w, http.StatusOK, c)
+		return
+	}
+	st := newStream(w, true, s.cfg.WriteTimeout)
+	res, err := s.generate(r.Context(), gen, func(p piece) error {
+		return st.send(chunk(whole(p), nil))
+	})
+	if err != nil {
+		s.streamFailed(w, r, st, err)
+		return
+	}
+	final := chunk("", &res.reason)
+	if !wantsUsage(req.StreamOptions) {
+		final.Timings = timingsOf(res)
+	}
+	if st.send(final) != nil {
+		return
+	}
+	if wantsUsage(req.StreamOptions) {
+		u := chatCompletion{ID: id, Object: "text_completion", Created: created, Model: model, SystemFingerprint: fingerprint,
+			Choices: []chatChoice{}, Usage: usageOf(res), Timings: timingsOf(res)}
+		if st.send(u) != nil {
+			return
+		}
+	}
+	st.done()
+}
+
+func (s *Server) completionRequest(req *completionRequest) (*genRequest, error) {
+	if err := checkN(req.N); err != nil {
+		return nil, err
+	}
+	switch {
+	case req.BestOf != nil && *req.BestOf != 1:
+		return nil, badRequest("best_of", "best_of other than 1 is not supported")
+	case req.Echo:
+		return nil, badRequest("echo", "echo is not supported")
+	case req.Suffix != nil && *req.Suffix != "":
+		return nil, badRequest("suffix", "suffix (fill in the middle) is not supported")
+	case req.Logprobs != nil:
+		return nil, badRequest("logprobs", "logprobs are not supported")
+	}
+	gen := &genRequest{}
+	if err := parsePrompt(req.Prompt, gen); err != nil {
+		return nil, err
+	}
+	var err error
+	if gen.maxTokens, err = maxTokensOf("max_tokens", req.MaxTokens); err != nil {
+		return nil, err
+	}
+	if err := req.Stop.check(); err != nil {
+		return nil, err
+	}
+	if gen.sampler, err = req.sampling().options(2); err != nil {
+		return nil, err
+	}
+	gen.stop = req.Stop
+	return gen, nil
+}
+
+// parsePrompt reads a completion prompt: a string or token ids, or a list
+// holding one of those.
+func parsePrompt(raw json.RawMessage, gen *genRequest) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return badRequest("prompt", "prompt is missing")
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		if text == "" {
+			return badRequest("prompt", "prompt is empty")
+		}
+		gen.prompt = text
+		return nil
+	}
+	var ids []int32
+	if json.Unmarshal(raw, &ids) == nil {
+		if len(ids) == 0 {
+			return badRequest("prompt", "prompt is empty")
+		}
+		gen.tokens = ids
+		return nil
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) == nil {
+		if len(list) != 1 {
+			return badRequest("prompt", fmt.Sprintf("prompt holds %d prompts: send one per request", len(list)))
+		}
+		if e := bytes.TrimSpace(list[0]); len(e) > 0 && (e[0] == '[' || e[0] == '"') {
+			return parsePrompt(e, gen)
+		}
+	}
+	return badRequest("prompt", "prompt must be a string, an array of token ids, or an array holding one of those")
+}
+
+// responseModel is the model name a response carries: the one the client
+// asked for (any name reaches the one model served), else the served name.
+func (s *Server) responseModel(asked string) string {
+	if asked != "" {
+		return asked
+	}
+	return s.model.Name
+}
+
+// failed answers a generation that ended before anything was written. A
+// client that went away gets nothing.
+func (s *Server) failed(w http.ResponseWriter, r *http.Request, err error, write func(http.ResponseWriter, error)) {
+	if r.Context().Err() != nil || errors.Is(err, context.Canceled) {
+		s.log.Debug("client went away", "path", r.URL.Path)
+		w.WriteHeader(499) // nginx's "client closed request", for the metrics
+		return
+	}
+	if e := asAPIError(err); e.status >= 500 {
+		s.log.Error("generation failed", "path", r.URL.Path, "err", err)
+	}
+	write(w, err)
+}
+
+// streamFailed ends an SSE stream that failed: before the stream started,
+// an ordinary error response; after, an error event.
+func (s *Server) streamFailed(w http.ResponseWriter, r *http.Request, st *stream, err error) {
+	if !st.started {
+		s.failed(w, r, err, writeOpenAIError)
+		return
+	}
+	if r.Context().Err() != nil {
+		return
+	}
+	s.log.Error("stream failed", "path", r.URL.Path, "err", err)
+	st.send(asAPIError(err).openAI())
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{s.modelObject()}})
+}
+
+func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
+	if id := r.PathValue("id"); !s.isModel(id) {
+		writeOpenAIError(w, &apiError{status: http.StatusNotFound, kind: "invalid_request_error", param: "model", code: "model_not_found",
+			msg: fmt.Sprintf("the model %q does not exist; this server serves %q", id, s.model.Name)})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.modelObject())
+}
+
+func (s *Server) modelObject() map[string]any {
+	created := s.started.Unix()
+	if !s.model.Info.Modified.IsZero() {
+		created = s.model.Info.Modified.Unix()
+	}
+	return map[string]any{"id": s.model.Name, "object": "model", "created": created, "owned_by": "latent",
+		"meta": map[string]any{"n_ctx": s.model.Net.Context(), "n_vocab": s.model.Net.Vocab(), "size": s.model.Info.Size}}
+}
+
+// isModel reports whether name names the served model (Ollama's ":latest"
+// tag allowed).
+func (s *Server) isModel(name string) bool {
+	return name == s.model.Name || strings.TrimSuffix(name, ":latest") == s.model.Name
+}

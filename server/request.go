@@ -1,0 +1,222 @@
+package server
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	mrand "math/rand/v2"
+	"strings"
+
+	"github.com/latent-ai/latent/chat"
+	"github.com/latent-ai/latent/engine"
+)
+
+// stopList is a stop field: one string, a list of strings, or null.
+type stopList []string
+
+func (s *stopList) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case string(b) == "null":
+		*s = nil
+		return nil
+	case len(b) > 0 && b[0] == '"':
+		var one string
+		if err := json.Unmarshal(b, &one); err != nil {
+			return err
+		}
+		*s = stopList{one}
+		return nil
+	case len(b) > 0 && b[0] == '[':
+		var many []string
+		if err := json.Unmarshal(b, &many); err != nil {
+			return &fieldError{"stop", "must be a string or an array of strings"}
+		}
+		*s = many
+		return nil
+	}
+	return &fieldError{"stop", "must be a string or an array of strings"}
+}
+
+const maxStops = 16
+
+func (s stopList) check() error {
+	if len(s) > maxStops {
+		return badRequest("stop", fmt.Sprintf("stop has %d strings; at most %d are allowed", len(s), maxStops))
+	}
+	return nil
+}
+
+// sampling is the sampling fields both APIs share, nil where not given.
+type sampling struct {
+	Temperature   *float64
+	TopP          *float64
+	TopK          *int
+	MinP          *float64
+	RepeatPenalty *float64
+	RepeatLastN   *int
+	Seed          *int64
+}
+
+// options turns the fields into sampler options: llama.cpp's defaults for
+// what was not given, and a fresh random seed unless one was.
+func (s sampling) options(maxTemperature float64) (engine.SamplerOptions, error) {
+	o := engine.DefaultSamplerOptions()
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	if t := s.Temperature; t != nil {
+		if !finite(*t) || *t < 0 || *t > maxTemperature {
+			return o, badRequest("temperature", fmt.Sprintf("temperature %v is outside [0, %v]", *t, maxTemperature))
+		}
+		o.Temperature = float32(*t)
+	}
+	if p := s.TopP; p != nil {
+		if !finite(*p) || *p < 0 || *p > 1 {
+			return o, badRequest("top_p", fmt.Sprintf("top_p %v is outside [0, 1]", *p))
+		}
+		o.TopP = float32(*p)
+	}
+	if k := s.TopK; k != nil {
+		if *k < 0 {
+			return o, badRequest("top_k", fmt.Sprintf("top_k %d is negative (0 turns it off)", *k))
+		}
+		o.TopK = *k
+	}
+	if p := s.MinP; p != nil {
+		if !finite(*p) || *p < 0 || *p > 1 {
+			return o, badRequest("min_p", fmt.Sprintf("min_p %v is outside [0, 1]", *p))
+		}
+		o.MinP = float32(*p)
+	}
+	if p := s.RepeatPenalty; p != nil {
+		if !finite(*p) || *p < 0 {
+			return o, badRequest("repeat_penalty", fmt.Sprintf("repeat_penalty %v is not a non-negative number", *p))
+		}
+		o.RepeatPenalty = float32(*p)
+	}
+	if n := s.RepeatLastN; n != nil {
+		if *n < -1 {
+			return o, badRequest("repeat_last_n", fmt.Sprintf("repeat_last_n %d is below -1 (-1: the whole history)", *n))
+		}
+		o.RepeatLastN = *n
+	}
+	if s.Seed != nil {
+		o.Seed = uint64(*s.Seed)
+	} else {
+		o.Seed = mrand.Uint64()
+	}
+	return o, nil
+}
+
+// maxTokensOf checks a token limit: a positive count, or -1 (or absent) for
+// none.
+func maxTokensOf(param string, n *int) (int, error) {
+	if n == nil || *n == -1 {
+		return 0, nil
+	}
+	if *n < 1 {
+		return 0, badRequest(param, fmt.Sprintf("%s %d must be at least 1 (or -1 for no limit)", param, *n))
+	}
+	return *n, nil
+}
+
+// roles are the message roles templates know; OpenAI's "developer" is the
+// system prompt of newer models.
+var roles = map[string]string{"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+
+func checkRole(i int, role string) (string, error) {
+	r, ok := roles[role]
+	if !ok {
+		param := fmt.Sprintf("messages[%d].role", i)
+		if role == "" {
+			return "", badRequest(param, fmt.Sprintf("%s is missing (one of system, developer, user, assistant, tool)", param))
+		}
+		return "", badRequest(param, fmt.Sprintf("%s %q is not one of system, developer, user, assistant, tool", param, role))
+	}
+	return r, nil
+}
+
+// render applies the model's chat template.
+func (s *Server) render(msgs []chat.Message, tools []json.RawMessage, extra map[string]any) (string, error) {
+	if len(msgs) == 0 {
+		return "", badRequest("messages", "messages is empty: send at least one message")
+	}
+	text, err := s.model.Template.Render(chat.Input{Messages: msgs, Tools: tools, AddGenerationPrompt: true, Extra: extra})
+	if err != nil {
+		// Templates refuse conversations they cannot express (raise_exception).
+		return "", badRequest("messages", "the model's chat template rejected the conversation: "+err.Error())
+	}
+	return text, nil
+}
+
+// toolArguments turns OpenAI's JSON-encoded argument string into the JSON
+// value templates iterate over; other values pass as they are.
+func toolArguments(raw json.RawMessage) json.RawMessage {
+	var s string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil && json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	return raw
+}
+
+// textContent reads a message's content: a string, null, or (OpenAI) a list
+// of parts, of which only text parts are supported.
+func textContent(i int, raw json.RawMessage) (string, error) {
+	param := fmt.Sprintf("messages[%d].content", i)
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", badRequest(param, fmt.Sprintf("%s is not a valid string", param))
+		}
+		return s, nil
+	case '[':
+		var parts []struct {
+			Type string  `json:"type"`
+			Text *string `json:"text"`
+		}
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return "", badRequest(param, fmt.Sprintf("%s must be a string or an array of content parts", param))
+		}
+		var b strings.Builder
+		for j, p := range parts {
+			if p.Type != "text" {
+				return "", badRequest(param, fmt.Sprintf("%s[%d] is a %q part: only text is supported", param, j, p.Type))
+			}
+			if p.Text == nil {
+				return "", badRequest(param, fmt.Sprintf("%s[%d] has no text", param, j))
+			}
+			b.WriteString(*p.Text)
+		}
+		return b.String(), nil
+	}
+	return "", badRequest(param, fmt.Sprintf("%s must be a string or an array of content parts, not %s", param, jsonValueKind(raw)))
+}
+
+func jsonValueKind(raw []byte) string {
+	switch {
+	case len(raw) == 0:
+		return "nothing"
+	case raw[0] == '{':
+		return "an object"
+	case raw[0] == 't' || raw[0] == 'f':
+		return "a boolean"
+	}
+	return "a number"
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// errStreamClosed marks a write to a client that went away.
+var errStreamClosed = errors.New("client went away")

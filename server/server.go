@@ -1,0 +1,245 @@
+// Package server serves a loaded model over HTTP: the OpenAI API
+// (/v1/chat/completions, /v1/completions, /v1/models), the Ollama API
+// (/api/chat, /api/generate, /api/tags, /api/show, /api/version), /health,
+// Prometheus /metrics, and a chat page at /.
+//
+// The model runs one sequence at a time, so generations take turns through a
+// bounded first-come-first-served queue; a full queue answers 429. The cache
+// keeps the last sequence, and a request whose prompt starts with it (the
+// next turn of a chat) only prefills the new part.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/latent-ai/latent/chat"
+	"github.com/latent-ai/latent/engine"
+	"github.com/latent-ai/latent/tokenizer"
+)
+
+// Net is the network the server drives: one sequence at a time, with a cache
+// that can be cut back to a common prefix.
+type Net interface {
+	engine.Model
+	Truncate(n int)
+}
+
+// Model is what the server serves.
+type Model struct {
+	Name      string // the name clients see and send
+	Net       Net
+	Tokenizer *tokenizer.Tokenizer
+	Template  *chat.Template
+	Info      Info
+}
+
+// Info describes the model for /api/tags, /api/show and /v1/models.
+type Info struct {
+	Path          string
+	Size          int64 // file bytes
+	Modified      time.Time
+	Family        string // general.architecture
+	ParameterSize string // "16B"
+	Quantization  string // the weight type holding the most bytes: "Q4_K"
+	ContextLength int    // positions the cache holds
+	// Metadata holds the file's scalar metadata (Ollama's model_info).
+	Metadata map[string]any
+}
+
+// Config configures a Server.
+type Config struct {
+	Model  *Model
+	APIKey string // when set, requests other than /, /health and the page's files need "Authorization: Bearer APIKey"
+	// QueueSize is how many requests may wait for the model while one
+	// generates (0: 64); one more gets 429.
+	QueueSize int
+	// DrainTimeout bounds how long Serve waits for requests in flight after
+	// its context ends before cancelling them (0: 10 s).
+	DrainTimeout time.Duration
+	// WriteTimeout bounds each write of a streamed answer, so that a client
+	// that stops reading cannot hold the model (0: 30 s).
+	WriteTimeout time.Duration
+	Version      string       // reported by /api/version
+	Log          *slog.Logger // nil: discard
+}
+
+// Server answers the HTTP APIs for one model.
+type Server struct {
+	cfg     Config
+	model   *Model
+	queue   *queue
+	runner  *runner
+	metrics *metrics
+	log     *slog.Logger
+	started time.Time
+	mux     *http.ServeMux
+
+	// base is the parent of every request's context: cancelling it ends
+	// the generations still running when a drain runs out of time.
+	base       context.Context
+	cancelBase context.CancelFunc
+	inflight   sync.WaitGroup
+}
+
+// New makes a server for cfg.Model.
+func New(cfg Config) (*Server, error) {
+	if cfg.Model == nil || cfg.Model.Net == nil || cfg.Model.Tokenizer == nil || cfg.Model.Template == nil {
+		return nil, errors.New("server: a model with its network, tokenizer and chat template is required")
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = 64
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 10 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:     cfg,
+		model:   cfg.Model,
+		queue:   newQueue(cfg.QueueSize),
+		runner:  &runner{net: cfg.Model.Net},
+		log:     log,
+		started: time.Now(),
+	}
+	s.base, s.cancelBase = context.WithCancel(context.Background())
+	s.metrics = newMetrics(s.queue)
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	s.mux = m
+	api := func(pattern, name string, h http.HandlerFunc) {
+		m.Handle(pattern, s.instrument(name, s.authorize(h)))
+	}
+	api("POST /v1/chat/completions", "chat_completions", s.handleChatCompletions)
+	api("POST /v1/completions", "completions", s.handleCompletions)
+	api("GET /v1/models", "models", s.handleModels)
+	api("GET /v1/models/{id...}", "models", s.handleModel)
+	api("POST /api/chat", "ollama_chat", s.handleOllamaChat)
+	api("POST /api/generate", "ollama_generate", s.handleOllamaGenerate)
+	api("GET /api/tags", "ollama_tags", s.handleOllamaTags)
+	api("POST /api/show", "ollama_show", s.handleOllamaShow)
+	api("GET /api/version", "ollama_version", s.handleOllamaVersion)
+	api("GET /api/ps", "ollama_ps", s.handleOllamaPS)
+	api("GET /metrics", "metrics", s.metrics.handler().ServeHTTP)
+	m.Handle("GET /health", s.instrument("health", http.HandlerFunc(s.handleHealth)))
+	m.Handle("/", s.instrument("page", pageHandler()))
+	// Unknown API paths and wrong methods answer in the API's error format.
+	m.Handle("/v1/", s.instrument("unknown", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeOpenAIError(w, &apiError{status: http.StatusNotFound, kind: "not_found_error", msg: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
+	})))
+	m.Handle("/api/", s.instrument("unknown", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeOllamaError(w, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
+	})))
+}
+
+// ServeHTTP answers one request. Browsers may call the API from any origin
+// (as llama.cpp's server allows); the API key, when set, still applies.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	if r.Method == http.MethodOptions {
+		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+		h.Set("Access-Control-Max-Age", "86400")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// authorize checks the bearer token when the server has an API key.
+func (s *Server) authorize(h http.HandlerFunc) http.HandlerFunc {
+	if s.cfg.APIKey == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.cfg.APIKey)
+	return func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="latent"`)
+			e := &apiError{status: http.StatusUnauthorized, kind: "authentication_error", code: "invalid_api_key",
+				msg: "missing or wrong API key: send the header Authorization: Bearer KEY"}
+			if strings.HasPrefix(r.URL.Path, "/api/") {
+				writeOllamaError(w, e)
+			} else {
+				writeOpenAIError(w, e)
+			}
+			return
+		}
+		h(w, r)
+	}
+}
+
+// Serve answers requests on ln until ctx ends, then stops accepting, lets
+// the requests in flight finish for up to DrainTimeout, cancels those still
+// running, and returns. It returns nil after a drain.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return s.base },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.cancelBase()
+		return err
+	case <-ctx.Done():
+	}
+
+	s.log.Info("draining", "waiting", s.queue.depth(), "generating", s.queue.busy(), "bound", s.cfg.DrainTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
+	defer cancel()
+	err := hs.Shutdown(dctx)
+	if err != nil {
+		// Out of time: end the generations, then the connections.
+		s.cancelBase()
+		s.log.Warn("drain bound reached: cancelling the requests in flight")
+		done := make(chan struct{})
+		go func() { s.inflight.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+		}
+		hs.Close()
+	}
+	s.cancelBase()
+	<-errc // http.ErrServerClosed
+	return nil
+}
+
+// Close cancels every generation still running (for servers driven through
+// ServeHTTP alone, as in tests).
+func (s *Server) Close() { s.cancelBase() }
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"status":      "ok",
+		"model":       s.model.Name,
+		"queue_depth": s.queue.depth(),
+		"busy":        s.queue.busy(),
+	})
+}
