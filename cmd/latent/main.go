@@ -33,6 +33,7 @@ func newRootCmd() *cobra.Command {
 		newLogitsCmd(),
 		newRunCmd(),
 		newTokenizeCmd(),
+		newServeCmd(),
 	)
 	return root
 }
