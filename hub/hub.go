@@ -4,11 +4,8 @@
 package hub
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"io"
-	"os"
+	"time"
 )
 
 // Options configure where models are stored and how the Hub is reached.
@@ -26,14 +23,11 @@ type Options struct {
 	// Progress receives pull progress: a bar redrawn in place when it is a
 	// terminal, a line now and then otherwise. Nil is silent.
 	Progress io.Writer
-}
 
-// Resolve returns the local path of the model ref names: a .gguf path as it
-// is, or a file in the store, pulled from the Hub on first use with progress
-// written to opts.Progress.
-func Resolve(ctx context.Context, ref string, opts Options) (string, error) {
-	if st, err := os.Stat(ref); err == nil && st.Mode().IsRegular() {
-		return ref, nil
-	}
-	return "", fmt.Errorf("%s: %w", ref, errors.ErrUnsupported)
+	// Tests shorten these: the first wait before retrying a cut download
+	// (1 s, doubling), the silence that counts as a stall (60 s), and the
+	// retries after failures that made no progress (5; -1 for none).
+	retryDelay time.Duration
+	stall      time.Duration
+	retries    int
 }
