@@ -5,6 +5,7 @@ import (
 
 	"github.com/latent-ai/latent/backend"
 	"github.com/latent-ai/latent/backend/cpu"
+	"github.com/latent-ai/latent/backend/cuda"
 	"github.com/latent-ai/latent/gguf"
 	"github.com/latent-ai/latent/model/deepseek2"
 )
@@ -32,13 +33,28 @@ func (l *Loaded) Close() error {
 	return err
 }
 
-// NewBackend starts the backend named by name.
+// NewBackend starts the backend named by name: "cpu", "cuda" (the first
+// NVIDIA GPU; an error says what to install when the driver or NVRTC is
+// missing), or "auto" (CUDA when a device is usable, else the CPU).
 func NewBackend(name string, threads int) (backend.Backend, error) {
 	switch name {
-	case "", "auto", "cpu":
+	case "cpu":
+		return cpu.New(threads), nil
+	case "cuda":
+		be, err := cuda.New(0)
+		if err != nil {
+			return nil, fmt.Errorf("cuda backend: %w", err)
+		}
+		return be, nil
+	case "", "auto":
+		if cuda.Available() == nil {
+			if be, err := cuda.New(0); err == nil {
+				return be, nil
+			}
+		}
 		return cpu.New(threads), nil
 	}
-	return nil, fmt.Errorf("unknown backend %q (available: auto, cpu)", name)
+	return nil, fmt.Errorf("unknown backend %q (available: auto, cpu, cuda)", name)
 }
 
 // Load opens path and loads its network.

@@ -1,0 +1,47 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The kernels compile with NVRTC for Hopper at the three target models'
+// shapes with every weight type. This needs NVRTC only, not a GPU.
+func TestKernelsCompile(t *testing.T) {
+	if _, err := loadNVRTC(); err != nil {
+		t.Skipf("no NVRTC here: %v", err)
+	}
+	t.Setenv("LATENT_KERNEL_CACHE", t.TempDir())
+	var types []string
+	for _, n := range deviceTypes {
+		types = append(types, "X("+n+")")
+	}
+	sort.Strings(types)
+	for _, half := range []int{0, 1} {
+		defs := fmt.Sprintf("#define CACHE_W 576\n#define KV_LORA 512\n#define CACHE_HALF %d\n#define WEIGHT_TYPES(X) %s\n", half, strings.Join(types, " "))
+		start := time.Now()
+		bins, hits, err := compileModules(defs, "sm_90", "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cold := time.Since(start)
+		start = time.Now()
+		_, hits2, err := compileModules(defs, "sm_90", "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range bins {
+			if len(bins[i]) == 0 || hits[i] || !hits2[i] {
+				t.Errorf("module %s: %d bytes, first hit %v, second hit %v", moduleFiles[i], len(bins[i]), hits[i], hits2[i])
+			}
+		}
+		t.Logf("cache half=%d: cold compile %v, from the cache %v", half, cold, time.Since(start))
+	}
+	if d := os.Getenv("LATENT_KERNEL_CACHE"); d == "" {
+		t.Fatal("cache dir not set")
+	}
+}

@@ -1,0 +1,553 @@
+// Package cuda is the NVIDIA GPU backend. It drives the CUDA driver API and
+// the NVRTC compiler through purego (no cgo), compiles its embedded kernels
+// for the device and the model's shapes at load, keeps every weight and the
+// whole latent cache in device memory, and records each forward pass as a
+// list of kernel launches that runs when its result is read: a decode step
+// (one token) is captured once as a CUDA graph and replayed every step,
+// since the token, the position and the sequence length live in device
+// memory that the kernels read.
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"unsafe"
+
+	"github.com/latent-ai/latent/backend"
+	"github.com/latent-ai/latent/quant"
+)
+
+// Backend implements backend.Backend on one CUDA device.
+type Backend struct {
+	d      *driver
+	dev    int32
+	ctx    uintptr
+	stream uintptr
+	info   DeviceInfo
+
+	work chan func()
+	done chan struct{}
+
+	kernels  *kernels
+	compiled Compile
+
+	types       map[quant.Type]bool
+	weights     []*weight
+	weightBytes int64
+	kv          *kvCache
+	ropes       map[*float32]uintptr
+
+	arena arena
+
+	// the pass being recorded
+	T            int
+	tokens       []int32
+	pos          []int32
+	maxPos       int
+	tokDev       uintptr // int32 tokens then int32 positions, capacity tokCap each
+	tokCap       int
+	staging      uintptr // pinned host memory
+	stagingCap   int
+	stagePending bool
+	launches     []launch
+	args         []uint64
+	ptrs         []uintptr
+
+	graphs   map[uint64]uintptr
+	NoGraphs bool // launch every kernel directly (for tests and profiling)
+	nLaunch  uint64
+	prof     *profiler
+	closed   bool
+}
+
+var (
+	_ backend.Backend = (*Backend)(nil)
+	_ backend.Counter = (*Backend)(nil)
+)
+
+// DeviceInfo describes the GPU.
+type DeviceInfo struct {
+	Name              string
+	Major, Minor      int
+	SMs               int
+	TotalMem          int64
+	Driver            int
+	SharedPerBlockMax int
+}
+
+// Compile reports how the kernels were obtained at load.
+type Compile struct {
+	Seconds float64 // wall time of compiling or reading the cache
+	Modules int
+	Cached  int // modules read from the disk cache
+}
+
+// New opens device 0 (or the device named by ordinal) and starts the
+// goroutine that owns its context.
+func New(ordinal int) (*Backend, error) {
+	d, err := loadDriver()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := loadNVRTC(); err != nil {
+		return nil, err
+	}
+	b := &Backend{d: d, work: make(chan func()), done: make(chan struct{}), types: map[quant.Type]bool{},
+		graphs: map[uint64]uintptr{}, ropes: map[*float32]uintptr{}}
+	started := make(chan error)
+	go b.loop(ordinal, started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// loop is the goroutine that owns the CUDA context: a context is current
+// on one OS thread, so every driver call runs here.
+func (b *Backend) loop(ordinal int, started chan<- error) {
+	runtime.LockOSThread()
+	d := b.d
+	err := func() error {
+		var n int32
+		if err := d.check("cuDeviceGetCount", call(d.cuDeviceGetCount, uintptr(unsafe.Pointer(&n)))); err != nil {
+			return fmt.Errorf("%w: %v", ErrNoDevice, err)
+		}
+		if ordinal >= int(n) {
+			return fmt.Errorf("%w: device %d asked for, the driver sees %d", ErrNoDevice, ordinal, n)
+		}
+		if err := d.check("cuDeviceGet", call(d.cuDeviceGet, uintptr(unsafe.Pointer(&b.dev)), uintptr(ordinal))); err != nil {
+			return err
+		}
+		name := make([]byte, 256)
+		call(d.cuDeviceGetName, uintptr(unsafe.Pointer(&name[0])), 256, uintptr(b.dev))
+		b.info.Name = strings.TrimRight(string(name), "\x00")
+		attr := func(a int) int {
+			var v int32
+			call(d.cuDeviceGetAttribute, uintptr(unsafe.Pointer(&v)), uintptr(a), uintptr(b.dev))
+			return int(v)
+		}
+		b.info.Major, b.info.Minor = attr(attrCCMajor), attr(attrCCMinor)
+		b.info.SMs = attr(attrMultiprocessors)
+		b.info.SharedPerBlockMax = attr(attrSharedOptin)
+		var total uintptr
+		call(d.cuDeviceTotalMem, uintptr(unsafe.Pointer(&total)), uintptr(b.dev))
+		b.info.TotalMem = int64(total)
+		var ver int32
+		call(d.cuDriverGetVersion, uintptr(unsafe.Pointer(&ver)))
+		b.info.Driver = int(ver)
+		if err := d.check("cuDevicePrimaryCtxRetain", call(d.cuDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(&b.ctx)), uintptr(b.dev))); err != nil {
+			return err
+		}
+		if err := d.check("cuCtxSetCurrent", call(d.cuCtxSetCurrent, b.ctx)); err != nil {
+			return err
+		}
+		return d.check("cuStreamCreate", call(d.cuStreamCreate, uintptr(unsafe.Pointer(&b.stream)), 1))
+	}()
+	started <- err
+	if err != nil {
+		return
+	}
+	for f := range b.work {
+		f()
+		b.done <- struct{}{}
+	}
+}
+
+// run executes f on the context's thread and waits for it.
+func (b *Backend) run(f func()) {
+	b.work <- f
+	<-b.done
+}
+
+// Name identifies the backend.
+func (b *Backend) Name() string { return "cuda" }
+
+// Device describes the GPU.
+func (b *Backend) Device() DeviceInfo { return b.info }
+
+// Compiled says how long the kernels took to compile or load at load time.
+func (b *Backend) Compiled() Compile { return b.compiled }
+
+// Launches counts the kernels run since the backend started (graph nodes
+// included), for kernels per token.
+func (b *Backend) Launches() uint64 { return b.nLaunch }
+
+// Close frees everything on the device and stops the context's goroutine.
+func (b *Backend) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	b.run(func() {
+		d := b.d
+		call(d.cuStreamSynchronize, b.stream)
+		for _, g := range b.graphs {
+			call(d.cuGraphExecDestroy, g)
+		}
+		for _, w := range b.weights {
+			call(d.cuMemFree, w.ptr)
+		}
+		if b.kv != nil {
+			call(d.cuMemFree, b.kv.ptr)
+		}
+		for _, p := range b.ropes {
+			call(d.cuMemFree, p)
+		}
+		for _, c := range b.arena.chunks {
+			call(d.cuMemFree, c.ptr)
+		}
+		if b.tokDev != 0 {
+			call(d.cuMemFree, b.tokDev)
+		}
+		if b.staging != 0 {
+			call(d.cuMemFreeHost, b.staging)
+		}
+		if b.kernels != nil {
+			for _, m := range b.kernels.modules {
+				call(d.cuModuleUnload, m)
+			}
+		}
+		call(d.cuDevicePrimaryCtxRelease, uintptr(b.dev))
+	})
+	close(b.work)
+	return nil
+}
+
+// alloc takes n bytes of device memory; must run on the context's thread.
+func (b *Backend) alloc(n int64, what string) (uintptr, error) {
+	var p uintptr
+	r := call(b.d.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(max(n, 256)))
+	if r == errOutOfMemory {
+		var free, total uintptr
+		call(b.d.cuMemGetInfo, uintptr(unsafe.Pointer(&free)), uintptr(unsafe.Pointer(&total)))
+		return 0, fmt.Errorf("out of GPU memory allocating %s: need %s, %s free of %s on %s (weights so far %s; use a smaller --ctx, a smaller quantization, or --backend cpu)",
+			what, gib(n), gib(int64(free)), gib(int64(total)), b.info.Name, gib(b.weightBytes))
+	}
+	if err := b.d.check("cuMemAlloc "+what, r); err != nil {
+		return 0, err
+	}
+	return p, nil
+}
+
+func gib(n int64) string { return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30)) }
+
+// weight is a parameter in device memory, in its file encoding. Vectors
+// (norm weights, biases) are kept as float32.
+type weight struct {
+	name     string
+	typ      quant.Type
+	dims     []uint64
+	ptr      uintptr
+	rowBytes int64
+	rows     int64
+}
+
+func (w *weight) Name() string     { return w.name }
+func (w *weight) Type() quant.Type { return w.typ }
+func (w *weight) Dims() []uint64   { return w.dims }
+
+func (w *weight) dim(i int) int {
+	if i < len(w.dims) {
+		return int(w.dims[i])
+	}
+	return 1
+}
+
+// deviceTypes are the weight encodings the kernels decode (every type the
+// CPU backend reads).
+var deviceTypes = map[quant.Type]string{
+	quant.F32: "T_F32", quant.F16: "T_F16", quant.BF16: "T_BF16", quant.Q4_0: "T_Q4_0", quant.Q4_1: "T_Q4_1",
+	quant.Q5_0: "T_Q5_0", quant.Q5_1: "T_Q5_1", quant.Q8_0: "T_Q8_0", quant.Q2_K: "T_Q2_K", quant.Q3_K: "T_Q3_K",
+	quant.Q4_K: "T_Q4_K", quant.Q5_K: "T_Q5_K", quant.Q6_K: "T_Q6_K", quant.IQ4_NL: "T_IQ4_NL",
+	quant.IQ4_XS: "T_IQ4_XS", quant.MXFP4: "T_MXFP4",
+}
+
+// Weight uploads a parameter to the device.
+func (b *Backend) Weight(name string, typ quant.Type, dims []uint64, data []byte) (backend.Weight, error) {
+	if _, ok := deviceTypes[typ]; !ok {
+		return nil, fmt.Errorf("%s: weight type %s is not supported by the cuda backend", name, typ)
+	}
+	if len(dims) == 0 {
+		return nil, fmt.Errorf("%s: a weight needs at least one dimension", name)
+	}
+	rb, err := typ.RowBytes(int64(dims[0]))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	w := &weight{name: name, typ: typ, dims: append([]uint64(nil), dims...), rowBytes: rb, rows: 1}
+	for _, d := range dims[1:] {
+		w.rows *= int64(d)
+	}
+	if int64(len(data)) != w.rows*rb {
+		return nil, fmt.Errorf("%s: %d bytes of data for %d rows of %d bytes", name, len(data), w.rows, rb)
+	}
+	if len(dims) == 1 && typ != quant.F32 {
+		// vectors are read as float32 by the kernels
+		v := make([]float32, dims[0])
+		if err := quant.Dequantize(typ, data, v); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		w.typ, w.rowBytes = quant.F32, int64(4*len(v))
+		data = unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+	}
+	var uerr error
+	b.run(func() {
+		if w.ptr, uerr = b.alloc(int64(len(data)), "weight "+name); uerr != nil {
+			return
+		}
+		uerr = b.d.check("upload "+name, call(b.d.cuMemcpyHtoD, w.ptr, uintptr(unsafe.Pointer(&data[0])), uintptr(len(data))))
+	})
+	runtime.KeepAlive(data)
+	if uerr != nil {
+		return nil, fmt.Errorf("%s: %w", name, uerr)
+	}
+	b.types[w.typ] = true
+	b.weights = append(b.weights, w)
+	b.weightBytes += int64(len(data))
+	return w, nil
+}
+
+// WeightBytes is the device memory the weights take.
+func (b *Backend) WeightBytes() int64 { return b.weightBytes }
+
+// kvCache is the latent cache: [layer][position][width], float32 or f16.
+type kvCache struct {
+	ptr                      uintptr
+	layers, positions, width int
+	esize                    int64
+}
+
+func (k *kvCache) Layers() int    { return k.layers }
+func (k *kvCache) Positions() int { return k.positions }
+func (k *kvCache) Width() int     { return k.width }
+
+func (k *kvCache) layer(l int) uintptr {
+	return k.ptr + uintptr(int64(l)*int64(k.positions)*int64(k.width)*k.esize)
+}
+
+// Cache allocates the latent cache for the whole context and compiles the
+// kernels for the model's shapes (all weights are known by now).
+func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
+	if layers <= 0 || positions <= 0 || width <= 0 {
+		return nil, fmt.Errorf("cuda: cannot allocate a cache of %d layers × %d positions × %d", layers, positions, width)
+	}
+	if b.kv != nil {
+		return nil, fmt.Errorf("cuda: the cache is already allocated")
+	}
+	k := &kvCache{layers: layers, positions: positions, width: width, esize: 4}
+	n := int64(layers) * int64(positions) * int64(width) * k.esize
+	var err error
+	b.run(func() {
+		if k.ptr, err = b.alloc(n, fmt.Sprintf("the latent cache (%d layers × %d positions × %d values)", layers, positions, width)); err != nil {
+			return
+		}
+		err = b.d.check("cuMemsetD8", call(b.d.cuMemsetD8, k.ptr, 0, uintptr(n)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.kv = k
+	if err := b.compile(); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// tensor is a float32 matrix in device memory; stride ≥ cols selects columns.
+type tensor struct {
+	ptr                uintptr
+	rows, cols, stride int
+}
+
+func (t *tensor) Rows() int { return t.rows }
+func (t *tensor) Cols() int { return t.cols }
+
+func tens(t backend.Tensor) *tensor { return t.(*tensor) }
+func wt(w backend.Weight) *weight   { return w.(*weight) }
+
+func (t *tensor) row(i int) uintptr { return t.ptr + uintptr(4*i*t.stride) }
+
+// arena is the pass's scratch: chunks of device memory handed out in order
+// and recycled at each Begin, so the same sequence of requests gets the same
+// addresses (what lets one recorded graph serve every decode step).
+type arena struct {
+	chunks []chunk
+	cur    int
+	off    int64
+}
+
+type chunk struct {
+	ptr  uintptr
+	size int64
+}
+
+const chunkSize = 256 << 20
+
+// scratch returns n bytes of pass scratch, 256-byte aligned.
+func (b *Backend) scratch(n int64) uintptr {
+	n = (n + 255) &^ 255
+	a := &b.arena
+	for {
+		if a.cur < len(a.chunks) && a.off+n <= a.chunks[a.cur].size {
+			p := a.chunks[a.cur].ptr + uintptr(a.off)
+			a.off += n
+			return p
+		}
+		if a.cur < len(a.chunks) && a.off > 0 {
+			a.cur, a.off = a.cur+1, 0
+			continue
+		}
+		if a.cur < len(a.chunks) && a.chunks[a.cur].size >= n {
+			continue
+		}
+		// a new chunk here, before any smaller one
+		size := max(int64(chunkSize), n)
+		var p uintptr
+		var err error
+		b.run(func() { p, err = b.alloc(size, "activations") })
+		if err != nil {
+			panic(fmt.Errorf("cuda: %w", err))
+		}
+		a.chunks = append(a.chunks, chunk{})
+		copy(a.chunks[a.cur+1:], a.chunks[a.cur:])
+		a.chunks[a.cur] = chunk{ptr: p, size: size}
+		a.off = 0
+	}
+}
+
+// Tensor is a rows × cols buffer of the pass's scratch.
+func (b *Backend) Tensor(rows, cols int) backend.Tensor {
+	return &tensor{ptr: b.scratch(int64(rows) * int64(cols) * 4), rows: rows, cols: cols, stride: cols}
+}
+
+// View is columns [col, col+cols) of t.
+func (b *Backend) View(t backend.Tensor, col, cols int) backend.Tensor {
+	p := tens(t)
+	if col < 0 || cols < 0 || col+cols > p.cols {
+		panic(fmt.Sprintf("cuda: view [%d, %d) of %d columns", col, col+cols, p.cols))
+	}
+	return &tensor{ptr: p.ptr + uintptr(4*col), rows: p.rows, cols: cols, stride: p.stride}
+}
+
+// RowsOf is rows [row, row+rows) of t.
+func (b *Backend) RowsOf(t backend.Tensor, row, rows int) backend.Tensor {
+	p := tens(t)
+	if row < 0 || rows < 0 || row+rows > p.rows {
+		panic(fmt.Sprintf("cuda: rows [%d, %d) of %d", row, row+rows, p.rows))
+	}
+	return &tensor{ptr: p.row(row), rows: rows, cols: p.cols, stride: p.stride}
+}
+
+// Begin starts a pass: the previous pass's work is finished, its scratch
+// recycled, and tokens and positions staged for the device.
+func (b *Backend) Begin(tokens, pos []int32) {
+	if len(b.launches) > 0 {
+		b.run(b.flush)
+	}
+	if len(tokens) != len(pos) {
+		panic(fmt.Sprintf("cuda: begin: %d tokens, %d positions", len(tokens), len(pos)))
+	}
+	b.arena.cur, b.arena.off = 0, 0
+	b.T = len(tokens)
+	b.tokens = append(b.tokens[:0], tokens...)
+	b.pos = append(b.pos[:0], pos...)
+	b.maxPos = 0
+	for _, p := range pos {
+		b.maxPos = max(b.maxPos, int(p))
+	}
+	if b.kv != nil && b.maxPos >= b.kv.positions {
+		panic(fmt.Sprintf("cuda: position %d is past the cache of %d", b.maxPos, b.kv.positions))
+	}
+	if b.T > b.tokCap {
+		var err error
+		b.run(func() {
+			if b.tokDev != 0 {
+				call(b.d.cuMemFree, b.tokDev)
+			}
+			b.tokCap = max(b.T, 64)
+			b.tokDev, err = b.alloc(int64(8*b.tokCap), "token ids")
+		})
+		if err != nil {
+			panic(fmt.Errorf("cuda: %w", err))
+		}
+	}
+	b.stagePending = true
+}
+
+func (b *Backend) tokensDev() uintptr { return b.tokDev }
+func (b *Backend) posDev() uintptr    { return b.tokDev + uintptr(4*b.tokCap) }
+
+// Read copies t to host memory, running the pass's pending work first.
+func (b *Backend) Read(t backend.Tensor, dst []float32) {
+	p := tens(t)
+	n := int64(p.rows) * int64(p.cols)
+	if int64(len(dst)) < n {
+		panic(fmt.Sprintf("cuda: read of %d values into %d", n, len(dst)))
+	}
+	if n == 0 {
+		return
+	}
+	span := (int64(p.rows-1)*int64(p.stride) + int64(p.cols)) * 4
+	var err error
+	b.run(func() {
+		b.flush()
+		if err = b.ensureStaging(span); err != nil {
+			return
+		}
+		d := b.d
+		if err = d.check("cuMemcpyDtoHAsync", call(d.cuMemcpyDtoHAsync, b.staging, p.ptr, uintptr(span), b.stream)); err != nil {
+			return
+		}
+		err = d.check("cuStreamSynchronize", call(d.cuStreamSynchronize, b.stream))
+	})
+	if err != nil {
+		panic(fmt.Errorf("cuda: read: %w", err))
+	}
+	src := unsafe.Slice((*float32)(hostPtr(b.staging)), span/4)
+	for r := 0; r < p.rows; r++ {
+		copy(dst[r*p.cols:(r+1)*p.cols], src[r*p.stride:r*p.stride+p.cols])
+	}
+}
+
+// ensureStaging grows the pinned host buffer to n bytes (context thread).
+func (b *Backend) ensureStaging(n int64) error {
+	if n <= int64(b.stagingCap) {
+		return nil
+	}
+	if b.staging != 0 {
+		call(b.d.cuMemFreeHost, b.staging)
+		b.staging = 0
+	}
+	size := max(n, 1<<20)
+	if err := b.d.check("cuMemAllocHost", call(b.d.cuMemAllocHost, uintptr(unsafe.Pointer(&b.staging)), uintptr(size))); err != nil {
+		b.stagingCap = 0
+		return err
+	}
+	b.stagingCap = int(size)
+	return nil
+}
+
+// ropeFreqs returns the device copy of r's frequencies, uploading them once.
+func (b *Backend) ropeFreqs(r *backend.Rope) uintptr {
+	key := &r.Freqs[0]
+	if p, ok := b.ropes[key]; ok {
+		return p
+	}
+	var p uintptr
+	var err error
+	b.run(func() {
+		if p, err = b.alloc(int64(4*len(r.Freqs)), "rope frequencies"); err != nil {
+			return
+		}
+		err = b.d.check("upload rope", call(b.d.cuMemcpyHtoD, p, uintptr(unsafe.Pointer(&r.Freqs[0])), uintptr(4*len(r.Freqs))))
+	})
+	if err != nil {
+		panic(fmt.Errorf("cuda: %w", err))
+	}
+	b.ropes[key] = p
+	return p
+}
+
+func f32bits(f float32) uint64 { return uint64(math.Float32bits(f)) }

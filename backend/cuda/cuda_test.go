@@ -1,0 +1,286 @@
+package cuda_test
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/latent-ai/latent/backend"
+	"github.com/latent-ai/latent/backend/cpu"
+	"github.com/latent-ai/latent/backend/cuda"
+	"github.com/latent-ai/latent/engine"
+	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/model"
+	"github.com/latent-ai/latent/quant"
+)
+
+// goldenDir is ../shared/golden beside the repository, or .golden in it (a
+// copy carried to a GPU machine, where ../shared does not exist).
+func goldenDir(t *testing.T) string {
+	for _, d := range []string{"../../../shared/golden", "../../.golden"} {
+		if _, err := os.Stat(d); err == nil {
+			return d
+		}
+	}
+	t.Skip("no golden data: neither ../shared/golden nor .golden")
+	return ""
+}
+
+func needGPU(t *testing.T) {
+	t.Helper()
+	if err := cuda.Available(); err != nil {
+		t.Skipf("no GPU here: %v", err)
+	}
+}
+
+// goldenTolerance is cmd/latent's table: the largest logit deviation from
+// llama.cpp that the golden README allows for each file.
+var goldenTolerance = map[string]float64{
+	"tiny-youtu-f32":       1e-4,
+	"tiny-glm-f32":         1e-4,
+	"tiny-dsv2-legacy-f32": 1e-4,
+	"tiny-dsv2-f16":        0.02,
+	"tiny-youtu-q4_0":      0.1,
+	"tiny-glm-q4_0":        0.1,
+	"tiny-dsv2-q8_0":       0.06,
+	"tiny-glm-nextn-q8_0":  0.06,
+	"tiny-glm-q4_k_m":      0.15,
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range b {
+		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
+		if math.IsNaN(float64(a[i])) {
+			return math.Inf(1)
+		}
+	}
+	return d
+}
+
+// trace runs a golden prompt and its fed steps on the GPU.
+func trace(t *testing.T, path string, want *engine.Trace, graphs bool) *engine.Trace {
+	t.Helper()
+	lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lm.Close()
+	lm.Backend.(*cuda.Backend).NoGraphs = !graphs
+	m := lm.Model
+	V := m.Vocab()
+	logits, err := m.Forward(want.Prompt, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &engine.Trace{Vocab: V, Prompt: want.Prompt}
+	for i := range want.Prompt {
+		got.PromptLogits = append(got.PromptLogits, append([]float32(nil), logits[i*V:(i+1)*V]...))
+	}
+	for _, s := range want.Steps { // feed llama.cpp's tokens so that a near-tie cannot diverge
+		logits, err := m.Forward([]int32{s.Token}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Steps = append(got.Steps, engine.Step{Token: s.Token, Logits: append([]float32(nil), logits...)})
+	}
+	return got
+}
+
+// Every golden model on the GPU matches llama.cpp within the README's
+// tolerances, and replaying recorded graphs gives exactly the logits of
+// launching every kernel directly.
+func TestGoldenLogitsGPU(t *testing.T) {
+	needGPU(t)
+	dir := goldenDir(t)
+	files, _ := filepath.Glob(filepath.Join(dir, "logits", "*.json"))
+	if len(files) == 0 {
+		t.Fatalf("no golden logits under %s", dir)
+	}
+	for _, path := range files {
+		name := strings.TrimSuffix(filepath.Base(path), ".json")
+		gguf := filepath.Join(dir, "models", name+".gguf")
+		if _, err := os.Stat(gguf); err != nil {
+			t.Logf("%s: model not here, skipped", name)
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			tol, ok := goldenTolerance[name]
+			if !ok {
+				t.Fatalf("no tolerance for %s", name)
+			}
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want engine.Trace
+			if err := json.Unmarshal(raw, &want); err != nil {
+				t.Fatal(err)
+			}
+			got := trace(t, gguf, &want, true)
+			worst := 0.0
+			for i := range want.PromptLogits {
+				d := maxAbsDiff(got.PromptLogits[i], want.PromptLogits[i])
+				worst = math.Max(worst, d)
+				if d > tol {
+					t.Errorf("prompt position %d: max |Δ| %.4g > %g", i, d, tol)
+				}
+			}
+			for i := range want.Steps {
+				d := maxAbsDiff(got.Steps[i].Logits, want.Steps[i].Logits)
+				worst = math.Max(worst, d)
+				if d > tol {
+					t.Errorf("step %d: max |Δ| %.4g > %g", i, d, tol)
+				}
+			}
+			t.Logf("%s: largest deviation %.3g (tolerance %g)", name, worst, tol)
+			eager := trace(t, gguf, &want, false)
+			for i := range want.Steps {
+				if d := maxAbsDiff(got.Steps[i].Logits, eager.Steps[i].Logits); d != 0 {
+					t.Errorf("step %d: graph replay differs from direct launches by %.3g", i, d)
+				}
+			}
+		})
+	}
+}
+
+// Every weight type decodes on the device exactly as the reference
+// dequantizer does (quants.gguf), through Embed.
+func TestDequantizeEveryType(t *testing.T) {
+	needGPU(t)
+	f, err := gguf.Open(filepath.Join(goldenDir(t), "quants", "quants.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	be, err := cuda.New(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	type pair struct {
+		w    backend.Weight
+		want []float32
+	}
+	var pairs []pair
+	for _, ti := range f.Tensors {
+		if !strings.HasSuffix(ti.Name, ".blocks") {
+			continue
+		}
+		exp, ok := f.Tensor(strings.TrimSuffix(ti.Name, ".blocks") + ".expected")
+		if !ok {
+			t.Fatalf("no expected values for %s", ti.Name)
+		}
+		w, err := be.Weight(ti.Name, ti.Type, ti.Dims, f.TensorData(&ti))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, exp.Elements())
+		if err := quant.Dequantize(exp.Type, f.TensorData(exp), want); err != nil {
+			t.Fatal(err)
+		}
+		pairs = append(pairs, pair{w, want})
+	}
+	if _, err := be.Cache(1, 16, 576); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pairs {
+		cols, rows := int(p.w.Dims()[0]), int(p.w.Dims()[1])
+		toks := make([]int32, rows)
+		for i := range toks {
+			toks[i] = int32(i)
+		}
+		be.Begin(toks, toks)
+		x := be.Tensor(rows, cols)
+		be.Embed(x, p.w)
+		got := make([]float32, rows*cols)
+		be.Read(x, got)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(p.want[i]) {
+				t.Errorf("%s: value %d = %g, want %g", p.w.Name(), i, got[i], p.want[i])
+				break
+			}
+		}
+	}
+}
+
+func f32bytes(v []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)) }
+
+// Matrix products of every weight type at decode and prefill batch sizes
+// agree with the CPU backend (which rounds activations the same way).
+func TestMatMulAgainstCPU(t *testing.T) {
+	needGPU(t)
+	g, err := cuda.New(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	c := cpu.New(2)
+	defer c.Close()
+	r := rand.New(rand.NewPCG(3, 4))
+	const in, out, maxT = 512, 80, 70
+	types := []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q8_0,
+		quant.Q4_K, quant.Q5_K, quant.Q6_K}
+	type pair struct{ gw, cw backend.Weight }
+	var ws []pair
+	for _, typ := range types {
+		vals := make([]float32, in*out)
+		for i := range vals {
+			vals[i] = float32(r.NormFloat64() * 0.05)
+		}
+		size, _ := typ.RowBytes(int64(len(vals)))
+		data := make([]byte, size)
+		if err := quant.Quantize(typ, vals, data); err != nil {
+			t.Fatal(err)
+		}
+		gw, err := g.Weight("w", typ, []uint64{in, out}, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cw, err := c.Weight("w", typ, []uint64{in, out}, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, pair{gw, cw})
+	}
+	xs := make([]float32, in*maxT)
+	for i := range xs {
+		xs[i] = float32(r.NormFloat64())
+	}
+	gx, _ := g.Weight("x", quant.F32, []uint64{in, maxT}, f32bytes(xs))
+	cx, _ := c.Weight("x", quant.F32, []uint64{in, maxT}, f32bytes(xs))
+	if _, err := g.Cache(1, 16, 576); err != nil {
+		t.Fatal(err)
+	}
+	run := func(be backend.Backend, w, x backend.Weight, T int) []float32 {
+		toks := make([]int32, T)
+		for i := range toks {
+			toks[i] = int32(i)
+		}
+		be.Begin(toks, toks)
+		src := be.Tensor(T, in)
+		be.Embed(src, x)
+		dst := be.Tensor(T, out)
+		be.MatMul(dst, w, src)
+		be.MatMulAdd(dst, w, src)
+		res := make([]float32, T*out)
+		be.Read(dst, res)
+		return res
+	}
+	for i, typ := range types {
+		for _, T := range []int{1, 3, maxT} {
+			got, want := run(g, ws[i].gw, gx, T), run(c, ws[i].cw, cx, T)
+			for j := range want {
+				if d := math.Abs(float64(got[j] - want[j])); d > 1e-4*(1+math.Abs(float64(want[j]))) || math.IsNaN(float64(got[j])) {
+					t.Errorf("%s T=%d: [%d] = %g, cpu %g", typ, T, j, got[j], want[j])
+					break
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,333 @@
+package cuda
+
+import (
+	"embed"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/latent-ai/latent/quant"
+)
+
+//go:embed kernels/*.cu kernels/*.cuh
+var sources embed.FS
+
+// kernels are the loaded modules and their functions by name.
+type kernels struct {
+	modules []uintptr
+	fn      map[string]uintptr
+}
+
+// moduleFiles are compiled as separate programs, in parallel.
+var moduleFiles = []string{"basic.cu", "matmul.cu"}
+
+// shapeDefines specialises the kernels for this model: the cache row, the
+// latent width, the cache's element type and the weight types present.
+func (b *Backend) shapeDefines() string {
+	kvl := 0
+	for _, w := range b.weights {
+		if strings.HasSuffix(w.name, "attn_k_b.weight") && len(w.dims) == 3 {
+			kvl = int(w.dims[1])
+			break
+		}
+	}
+	if kvl == 0 || kvl%32 != 0 || kvl > b.kv.width {
+		kvl = b.kv.width &^ 31
+	}
+	var types []string
+	for t := range b.types {
+		types = append(types, fmt.Sprintf("X(%s)", deviceTypes[t]))
+	}
+	sort.Strings(types)
+	half := 0
+	if b.kv.esize == 2 {
+		half = 1
+	}
+	return fmt.Sprintf("#define CACHE_W %d\n#define KV_LORA %d\n#define CACHE_HALF %d\n#define WEIGHT_TYPES(X) %s\n",
+		b.kv.width, kvl, half, strings.Join(types, " "))
+}
+
+// compile builds (or reads from the disk cache) every module in parallel
+// and loads them on the device.
+func (b *Backend) compile() error {
+	start := time.Now()
+	arch := fmt.Sprintf("sm_%d%d", b.info.Major, b.info.Minor)
+	devKey := fmt.Sprintf("%s cc%d.%d driver %d", b.info.Name, b.info.Major, b.info.Minor, b.info.Driver)
+	bins, hits, err := compileModules(b.shapeDefines(), arch, devKey)
+	if err != nil {
+		return err
+	}
+	k := &kernels{fn: map[string]uintptr{}}
+	b.run(func() {
+		for i, bin := range bins {
+			var m uintptr
+			if err = b.d.check("cuModuleLoadData "+moduleFiles[i], call(b.d.cuModuleLoadData, uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(&bin[0])))); err != nil {
+				return
+			}
+			k.modules = append(k.modules, m)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	b.kernels = k
+	b.compiled = Compile{Seconds: time.Since(start).Seconds(), Modules: len(bins)}
+	for _, h := range hits {
+		if h {
+			b.compiled.Cached++
+		}
+	}
+	return nil
+}
+
+// compileModules compiles every module for arch with the given defines, in
+// parallel, through the disk cache.
+func compileModules(defs, arch, devKey string) (bins [][]byte, hits []bool, err error) {
+	nv, err := loadNVRTC()
+	if err != nil {
+		return nil, nil, err
+	}
+	common, err := sources.ReadFile("kernels/common.cuh")
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := []string{"--gpu-architecture=" + arch, "-std=c++17", "-default-device"}
+	bins = make([][]byte, len(moduleFiles))
+	hits = make([]bool, len(moduleFiles))
+	errs := make([]error, len(moduleFiles))
+	var wg sync.WaitGroup
+	for i, f := range moduleFiles {
+		body, err := sources.ReadFile("kernels/" + f)
+		if err != nil {
+			return nil, nil, err
+		}
+		src := defs + string(common) + "\n" + string(body)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bins[i], hits[i], errs[i] = nv.cachedCubin(strings.TrimSuffix(f, ".cu"), src, opts, devKey)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return bins, hits, nil
+}
+
+// function resolves a kernel by name (context thread not needed: the
+// lookup runs there through run).
+func (b *Backend) function(name string) uintptr {
+	if f, ok := b.kernels.fn[name]; ok {
+		return f
+	}
+	var f uintptr
+	var err error
+	b.run(func() {
+		for _, m := range b.kernels.modules {
+			if call(b.d.cuModuleGetFunction, uintptr(unsafe.Pointer(&f)), m, uintptr(unsafe.Pointer(cstr(name)))) == 0 {
+				return
+			}
+		}
+		err = fmt.Errorf("cuda: no kernel %s", name)
+	})
+	if err != nil {
+		panic(err)
+	}
+	b.kernels.fn[name] = f
+	return f
+}
+
+// launch is one recorded kernel launch. Every parameter takes one 8-byte
+// slot of args; a kernel taking one struct (MV) gets all its slots as one.
+type launch struct {
+	fn          uintptr
+	name        string
+	grid, block [3]uint32
+	a0, n       int
+	structArg   bool
+	bytes       int64 // device memory the kernel reads and writes, for profiles
+}
+
+func grid1(x int) [3]uint32    { return [3]uint32{uint32(max(x, 1)), 1, 1} }
+func grid2(x, y int) [3]uint32 { return [3]uint32{uint32(max(x, 1)), uint32(max(y, 1)), 1} }
+func grid3(x, y, z int) [3]uint32 {
+	return [3]uint32{uint32(max(x, 1)), uint32(max(y, 1)), uint32(max(z, 1))}
+}
+
+// record appends a launch of kernel name.
+func (b *Backend) record(name string, grid, block [3]uint32, bytes int64, args ...uint64) {
+	if b.kernels == nil {
+		panic("cuda: a pass before the cache was allocated")
+	}
+	b.launches = append(b.launches, launch{fn: b.function(name), name: name, grid: grid, block: block,
+		a0: len(b.args), n: len(args), bytes: bytes})
+	b.args = append(b.args, args...)
+}
+
+// recordStruct appends a launch whose one parameter is the struct in args.
+func (b *Backend) recordStruct(name string, grid, block [3]uint32, bytes int64, args ...uint64) {
+	b.record(name, grid, block, bytes, args...)
+	b.launches[len(b.launches)-1].structArg = true
+}
+
+// signature hashes the recorded launches: equal signatures replay one graph.
+func (b *Backend) signature() uint64 {
+	h := fnv.New64a()
+	buf := make([]byte, 0, 64)
+	put := func(v uint64) {
+		buf = append(buf, byte(v), byte(v>>8), byte(v>>16), byte(v>>24), byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56))
+	}
+	for _, l := range b.launches {
+		buf = buf[:0]
+		put(uint64(l.fn))
+		put(uint64(l.grid[0]) | uint64(l.grid[1])<<32)
+		put(uint64(l.grid[2]) | uint64(l.block[0])<<32)
+		put(uint64(l.n))
+		h.Write(buf)
+		buf = buf[:0]
+		for _, a := range b.args[l.a0 : l.a0+l.n] {
+			put(a)
+		}
+		h.Write(buf)
+	}
+	return h.Sum64()
+}
+
+// issue launches the recorded kernels on the stream (context thread).
+func (b *Backend) issue() error {
+	d := b.d
+	for i := range b.launches {
+		l := &b.launches[i]
+		if cap(b.ptrs) < l.n {
+			b.ptrs = make([]uintptr, l.n+64)
+		}
+		ptrs := b.ptrs[:l.n]
+		for j := range ptrs {
+			ptrs[j] = uintptr(unsafe.Pointer(&b.args[l.a0+j]))
+		}
+		if l.structArg {
+			ptrs = ptrs[:1]
+		}
+		var ev0 uintptr
+		if b.prof != nil {
+			ev0 = b.prof.before(b)
+		}
+		r := call(d.cuLaunchKernel, l.fn, uintptr(l.grid[0]), uintptr(l.grid[1]), uintptr(l.grid[2]),
+			uintptr(l.block[0]), uintptr(l.block[1]), uintptr(l.block[2]), 0, b.stream, uintptr(unsafe.Pointer(&ptrs[0])), 0)
+		if r != 0 {
+			return d.check("launch "+l.name, r)
+		}
+		if b.prof != nil {
+			b.prof.after(b, ev0, l)
+		}
+	}
+	return nil
+}
+
+// flush runs the recorded launches (context thread): the tokens and
+// positions go up first, then a decode step replays its graph (recording it
+// the first time) and anything else launches directly. It returns with the
+// stream idle.
+func (b *Backend) flush() {
+	if len(b.launches) == 0 {
+		return
+	}
+	d := b.d
+	if err := b.stage(); err != nil {
+		panic(fmt.Errorf("cuda: %w", err))
+	}
+	var err error
+	if b.T == 1 && !b.NoGraphs && b.prof == nil {
+		sig := b.signature()
+		g, ok := b.graphs[sig]
+		if !ok {
+			g, err = b.capture()
+			if err == nil {
+				b.graphs[sig] = g
+			}
+		}
+		if err == nil {
+			err = d.check("cuGraphLaunch", call(d.cuGraphLaunch, g, b.stream))
+		}
+	} else {
+		err = b.issue()
+	}
+	if err == nil {
+		err = d.check("cuStreamSynchronize", call(d.cuStreamSynchronize, b.stream))
+	}
+	if err != nil {
+		panic(fmt.Errorf("cuda: %w", err))
+	}
+	b.nLaunch += uint64(len(b.launches))
+	b.launches = b.launches[:0]
+	b.args = b.args[:0]
+}
+
+// stage copies the pass's tokens and positions to the device.
+func (b *Backend) stage() error {
+	if !b.stagePending {
+		return nil
+	}
+	b.stagePending = false
+	n := int64(8 * b.tokCap)
+	if err := b.ensureStaging(n); err != nil {
+		return err
+	}
+	s := unsafe.Slice((*int32)(hostPtr(b.staging)), 2*b.tokCap)
+	copy(s, b.tokens)
+	copy(s[b.tokCap:], b.pos)
+	return b.d.check("upload tokens", call(b.d.cuMemcpyHtoD, b.tokDev, b.staging, uintptr(n)))
+}
+
+// capture records the launches into a graph and instantiates it.
+func (b *Backend) capture() (uintptr, error) {
+	d := b.d
+	if err := d.check("cuStreamBeginCapture", call(d.cuStreamBeginCapture, b.stream, 2)); err != nil {
+		return 0, err
+	}
+	ierr := b.issue()
+	var g uintptr
+	if err := d.check("cuStreamEndCapture", call(d.cuStreamEndCapture, b.stream, uintptr(unsafe.Pointer(&g)))); err != nil {
+		return 0, err
+	}
+	if ierr != nil {
+		call(d.cuGraphDestroy, g)
+		return 0, ierr
+	}
+	var exec uintptr
+	err := d.check("cuGraphInstantiate", call(d.cuGraphInstantiate, uintptr(unsafe.Pointer(&exec)), g, 0))
+	call(d.cuGraphDestroy, g)
+	if err != nil {
+		return 0, err
+	}
+	if len(b.graphs) > 64 { // a bound for callers whose passes never repeat
+		for k, e := range b.graphs {
+			call(d.cuGraphExecDestroy, e)
+			delete(b.graphs, k)
+		}
+	}
+	return exec, nil
+}
+
+// roundMode is the activation rounding ggml applies before a dot product
+// with weights of type t (see backend/cpu/actquant.go).
+func roundMode(t quant.Type) int {
+	switch t {
+	case quant.F32:
+		return 0
+	case quant.F16:
+		return 1
+	case quant.BF16:
+		return 2
+	case quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS:
+		return 4
+	}
+	return 3
+}

@@ -1,0 +1,304 @@
+// Element-wise and row-wise kernels: norms, activation rounding, RoPE, the
+// latent cache, attention over the cache, MoE routing and combination.
+// Shapes that every call shares come in as defines: CACHE_W (a cache row:
+// kv_lora + rope), KV_LORA, CACHE_HALF (1: the cache holds f16).
+
+#if CACHE_HALF
+typedef u16 cache_t;
+__device__ __forceinline__ float cload(cache_t v) { return h2f(v); }
+__device__ __forceinline__ cache_t cstore(float v) { return f2h(v); }
+#else
+typedef float cache_t;
+__device__ __forceinline__ float cload(cache_t v) { return v; }
+__device__ __forceinline__ cache_t cstore(float v) { return v; }
+#endif
+
+// rmsnorm: dst = src / sqrt(mean(src²) + eps) · w, one block per row.
+extern "C" __global__ void rmsnorm(float* dst, i64 ds, const float* src, i64 ss, const float* w, float eps, int cols) {
+    __shared__ float sh[32];
+    const float* x = src + blockIdx.x * ss;
+    float* y = dst + blockIdx.x * ds;
+    float acc = 0.f;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) acc += x[i] * x[i];
+    float mean = block_sum(acc, sh) / (float)cols;
+    float scale = 1.f / sqrtf(mean + eps);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) y[i] = (x[i] * scale) * w[i];
+}
+
+// Activation rounding modes: what ggml does to the activations before a dot
+// product with a weight of a given type (its vec_dot_type), so that our
+// logits match llama.cpp's. 0 none, 1 F16, 2 BF16, 3 Q8_0 blocks of 32 with
+// an f16 scale, 4 Q8_K blocks of 256 with a float32 scale.
+#define ROUND_NONE 0
+#define ROUND_F16 1
+#define ROUND_BF16 2
+#define ROUND_Q8_0 3
+#define ROUND_Q8_K 4
+
+// prep writes rows of activations, optionally RMS-normalised (nw != 0, eps),
+// rounded by mode, contiguously into out. The input row r has S segments of
+// L values, segment s at src + r·rs + s·segs; each segment is rounded on
+// its own (block per segment), as ggml rounds each matrix's input row.
+extern "C" __global__ void prep(float* out, const float* src, i64 rs, i64 segs, int S, int L, const float* nw, float eps, int mode) {
+    __shared__ float sh[32];
+    int r = blockIdx.x / S, s = blockIdx.x % S;
+    const float* x = src + r * rs + s * segs;
+    float* y = out + (i64)blockIdx.x * L;
+    float scale = 1.f;
+    if (nw) {
+        float acc = 0.f;
+        for (int i = threadIdx.x; i < L; i += blockDim.x) acc += x[i] * x[i];
+        float mean = block_sum(acc, sh) / (float)L;
+        scale = 1.f / sqrtf(mean + eps);
+    }
+#define VAL(i) (nw ? (x[i] * scale) * nw[i] : x[i])
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    if (mode == ROUND_Q8_0) {
+        for (int b = warp; b * 32 < L; b += nwarps) {
+            int i = b * 32 + lane;
+            float v = VAL(i);
+            float amax = warp_max(fabsf(v));
+            float d = round_f16(amax / 127.f);
+            float id = amax != 0.f ? 127.f / amax : 0.f;
+            y[i] = d * rintf(v * id);
+        }
+    } else if (mode == ROUND_Q8_K) {
+        for (int b = warp; b * 256 < L; b += nwarps) {
+            float v[8];
+            float amax = 0.f;
+            int at = 1 << 30;
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int i = b * 256 + u * 32 + lane;
+                v[u] = VAL(i);
+                float a = fabsf(v[u]);
+                if (a > amax) { amax = a; at = u * 32 + lane; }
+            }
+            // the first element of largest magnitude, as a sequential scan finds
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                float a2 = __shfl_xor_sync(0xffffffffu, amax, o);
+                int at2 = __shfl_xor_sync(0xffffffffu, at, o);
+                if (a2 > amax || (a2 == amax && at2 < at)) { amax = a2; at = at2; }
+            }
+            int src_lane = at & 31, src_u = at >> 5;
+            float mx = 0.f;
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                float c = __shfl_sync(0xffffffffu, v[u], src_lane);
+                if (u == src_u) mx = c;
+            }
+            float iscale = amax != 0.f ? -127.f / mx : 0.f;
+            float d = amax != 0.f ? 1.f / iscale : 0.f;
+#pragma unroll
+            for (int u = 0; u < 8; u++) y[b * 256 + u * 32 + lane] = d * fminf(127.f, rintf(iscale * v[u]));
+        }
+    } else {
+        for (int i = threadIdx.x; i < L; i += blockDim.x) {
+            float v = VAL(i);
+            y[i] = mode == ROUND_F16 ? round_f16(v) : mode == ROUND_BF16 ? round_bf16(v) : v;
+        }
+    }
+#undef VAL
+}
+
+// rope rotates adjacent pairs: in every head of width stride, the n values
+// from column off of token t's row, at the pass's position pos[t]. The angle
+// is computed in double, as the CPU backend does.
+extern "C" __global__ void rope(float* x, i64 xs, int cols, int stride, int off, int n, const int* pos, const float* freqs) {
+    int t = blockIdx.x;
+    int half = n / 2, heads = cols / stride;
+    double p = (double)pos[t];
+    for (int idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
+        int h = idx / half, k = idx % half;
+        float* v = x + t * xs + h * stride + off + 2 * k;
+        double s, c;
+        sincos(p * (double)freqs[k], &s, &c);
+        double a = v[0], b = v[1];
+        v[0] = (float)(a * c - b * s);
+        v[1] = (float)(a * s + b * c);
+    }
+}
+
+// cache_store writes token t's row (CACHE_W values) at position pos[t].
+extern "C" __global__ void cache_store(cache_t* layer, const float* src, i64 ss, const int* pos) {
+    int t = blockIdx.x;
+    cache_t* row = layer + (i64)pos[t] * CACHE_W;
+    for (int j = threadIdx.x; j < CACHE_W; j += blockDim.x) row[j] = cstore(src[t * ss + j]);
+}
+
+// attn_query copies each head's q_pe after its absorbed q_lat:
+// query[t][h·CACHE_W + KV_LORA + j] = q[t][h·(nope+rope) + nope + j].
+extern "C" __global__ void attn_query(float* query, const float* q, i64 qs, int H, int nope) {
+    int t = blockIdx.x;
+    const int rope = CACHE_W - KV_LORA;
+    for (int idx = threadIdx.x; idx < H * rope; idx += blockDim.x) {
+        int h = idx / rope, j = idx % rope;
+        query[(i64)t * H * CACHE_W + h * CACHE_W + KV_LORA + j] = q[t * qs + h * (nope + rope) + nope + j];
+    }
+}
+
+#define ATT_WARPS 4
+// attn_partial is one split of split-K attention: block (t·H + h, s) runs an
+// online softmax over its share of positions 0..pos[t] for head h and writes
+// (max, sum, Σ e·latent) to part. Every warp walks its own positions; each
+// lane holds KV_LORA/32 accumulators.
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attn_partial(float* part, const float* query, const cache_t* layer,
+                                                                          const int* pos, int H, int S, float scale) {
+    __shared__ float qsh[CACHE_W];
+    __shared__ float msh[ATT_WARPS], lsh[ATT_WARPS];
+    __shared__ float ash[ATT_WARPS][KV_LORA];
+    const int th = blockIdx.x, t = th / H, s = blockIdx.y;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int n = pos[t] + 1, chunk = (n + S - 1) / S, p0 = s * chunk, p1 = min(n, p0 + chunk);
+    for (int i = threadIdx.x; i < CACHE_W; i += blockDim.x) qsh[i] = query[(i64)th * CACHE_W + i];
+    __syncthreads();
+    const int NA = KV_LORA / 32;
+    float acc[NA];
+#pragma unroll
+    for (int u = 0; u < NA; u++) acc[u] = 0.f;
+    float m = -INFINITY, l = 0.f;
+    for (int p = p0 + warp; p < p1; p += ATT_WARPS) {
+        const cache_t* row = layer + (i64)p * CACHE_W;
+        float lat[NA];
+        float d = 0.f;
+#pragma unroll
+        for (int u = 0; u < NA; u++) {
+            lat[u] = cload(row[u * 32 + lane]);
+            d += qsh[u * 32 + lane] * lat[u];
+        }
+        for (int i = KV_LORA + lane; i < CACHE_W; i += 32) d += qsh[i] * cload(row[i]);
+        d = warp_sum(d) * scale;
+        float mn = fmaxf(m, d);
+        float corr = expf(m - mn), e = expf(d - mn);
+        l = l * corr + e;
+#pragma unroll
+        for (int u = 0; u < NA; u++) acc[u] = acc[u] * corr + e * lat[u];
+        m = mn;
+    }
+    if (lane == 0) { msh[warp] = m; lsh[warp] = l; }
+#pragma unroll
+    for (int u = 0; u < NA; u++) ash[warp][u * 32 + lane] = acc[u];
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, msh[w]);
+    float* out = part + ((i64)th * S + s) * (KV_LORA + 2);
+    if (M == -INFINITY) {  // no positions in this split
+        for (int j = threadIdx.x; j < KV_LORA; j += blockDim.x) out[2 + j] = 0.f;
+        if (threadIdx.x == 0) { out[0] = -INFINITY; out[1] = 0.f; }
+        return;
+    }
+    float f[ATT_WARPS];
+    float L = 0.f;
+    for (int w = 0; w < ATT_WARPS; w++) {
+        f[w] = msh[w] == -INFINITY ? 0.f : expf(msh[w] - M);
+        L += lsh[w] * f[w];
+    }
+    for (int j = threadIdx.x; j < KV_LORA; j += blockDim.x) {
+        float a = 0.f;
+        for (int w = 0; w < ATT_WARPS; w++) a += ash[w][j] * f[w];
+        out[2 + j] = a;
+    }
+    if (threadIdx.x == 0) { out[0] = M; out[1] = L; }
+}
+
+// attn_combine merges the S splits of block t·H + h into olat[t][h·KV_LORA..].
+extern "C" __global__ void attn_combine(float* olat, const float* part, int S) {
+    const int th = blockIdx.x;
+    const float* p = part + (i64)th * S * (KV_LORA + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < S; s++) M = fmaxf(M, p[s * (KV_LORA + 2)]);
+    float L = 0.f;
+    for (int s = 0; s < S; s++) {
+        float ms = p[s * (KV_LORA + 2)];
+        if (ms != -INFINITY) L += p[s * (KV_LORA + 2) + 1] * expf(ms - M);
+    }
+    float inv = 1.f / L;
+    for (int j = threadIdx.x; j < KV_LORA; j += blockDim.x) {
+        float a = 0.f;
+        for (int s = 0; s < S; s++) {
+            float ms = p[s * (KV_LORA + 2)];
+            if (ms != -INFINITY) a += p[s * (KV_LORA + 2) + 2 + j] * expf(ms - M);
+        }
+        olat[(i64)th * KV_LORA + j] = a * inv;
+    }
+}
+
+// swiglu: d = silu(g) · u.
+extern "C" __global__ void swiglu(float* d, i64 ds, const float* g, i64 gs, const float* u, i64 us, int cols) {
+    int r = blockIdx.y;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += gridDim.x * blockDim.x) {
+        float x = g[r * gs + j];
+        d[r * ds + j] = x / (1.f + expf(-x)) * u[r * us + j];
+    }
+}
+
+// add: d += s.
+extern "C" __global__ void add(float* d, i64 ds, const float* s, i64 ss, int cols) {
+    int r = blockIdx.y;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += gridDim.x * blockDim.x) d[r * ds + j] += s[r * ss + j];
+}
+
+// moe_route scores one token's experts (softmax or sigmoid of the router
+// logits), picks the top `used` by score + bias (the first on ties, as a
+// stable sort does) and writes their ids and weights. One warp per token.
+extern "C" __global__ void moe_route(int* ids, float* wts, const float* logits, const float* bias, int E, int used, int sigm, int norm, float wscale) {
+    __shared__ float p[1024];
+    __shared__ int taken[1024];
+    const int t = blockIdx.x, lane = threadIdx.x;
+    const float* z = logits + (i64)t * E;
+    if (sigm) {
+        for (int e = lane; e < E; e += 32) p[e] = 1.f / (1.f + (float)exp(-(double)z[e]));
+    } else {
+        float m = -INFINITY;
+        for (int e = lane; e < E; e += 32) m = fmaxf(m, z[e]);
+        m = warp_max(m);
+        double s = 0;
+        for (int e = lane; e < E; e += 32) {
+            float v = (float)exp((double)(z[e] - m));
+            p[e] = v;
+            s += v;
+        }
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        float inv = (float)(1.0 / s);
+        for (int e = lane; e < E; e += 32) p[e] *= inv;
+    }
+    for (int e = lane; e < E; e += 32) taken[e] = 0;
+    __syncwarp();
+    for (int k = 0; k < used; k++) {
+        float best = -INFINITY;
+        int at = 1 << 30;
+        for (int e = lane; e < E; e += 32) {
+            if (taken[e]) continue;
+            float v = bias ? p[e] + bias[e] : p[e];
+            if (v > best || (v == best && e < at)) { best = v; at = e; }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            float b2 = __shfl_xor_sync(0xffffffffu, best, o);
+            int a2 = __shfl_xor_sync(0xffffffffu, at, o);
+            if (b2 > best || (b2 == best && a2 < at)) { best = b2; at = a2; }
+        }
+        if (lane == 0) { taken[at] = 1; ids[t * used + k] = at; }
+        __syncwarp();
+    }
+    if (lane == 0) {
+        float sum = 0.f;
+        for (int k = 0; k < used; k++) sum += p[ids[t * used + k]];
+        sum = fmaxf(sum, 6.103515625e-5f);
+        for (int k = 0; k < used; k++) {
+            float g = p[ids[t * used + k]];
+            if (norm) g /= sum;
+            wts[t * used + k] = g * wscale;
+        }
+    }
+}
+
+// moe_combine: dst[t] = Σ_k wts[t][k] · out[t·used + k], summed in order.
+extern "C" __global__ void moe_combine(float* dst, i64 ds, const float* out, const float* wts, int used, int cols) {
+    int t = blockIdx.y;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += gridDim.x * blockDim.x) {
+        float a = 0.f;
+        for (int k = 0; k < used; k++) a += wts[t * used + k] * out[((i64)t * used + k) * cols + j];
+        dst[t * ds + j] = a;
+    }
+}

@@ -1,0 +1,208 @@
+// Shared definitions for every latent kernel module: integer types, half
+// conversions through PTX (NVRTC then needs no toolkit headers), warp
+// reductions, and per-element decoding of every GGUF weight type.
+// The Go side prepends shape constants (#define) and the list of weight
+// types this model uses (WEIGHT_TYPES).
+
+typedef unsigned char u8;
+typedef signed char i8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef long long i64;
+
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+
+#define T_F32 0
+#define T_F16 1
+#define T_Q4_0 2
+#define T_Q4_1 3
+#define T_Q5_0 6
+#define T_Q5_1 7
+#define T_Q8_0 8
+#define T_Q2_K 10
+#define T_Q3_K 11
+#define T_Q4_K 12
+#define T_Q5_K 13
+#define T_Q6_K 14
+#define T_IQ4_NL 20
+#define T_IQ4_XS 23
+#define T_BF16 30
+#define T_MXFP4 39
+
+__device__ __forceinline__ float h2f(u16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ u16 f2h(float f) {
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+__device__ __forceinline__ float round_f16(float f) { return h2f(f2h(f)); }
+__device__ __forceinline__ float round_bf16(float f) {
+    u32 b = __float_as_uint(f);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(((b >> 16) | 0x40u) << 16);
+    u32 r = (u32)(((unsigned long long)b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+    return __uint_as_float(r << 16);
+}
+
+__device__ __forceinline__ u32 rd16(const u8* p) { return (u32)p[0] | ((u32)p[1] << 8); }
+__device__ __forceinline__ u32 rd32(const u8* p) { return rd16(p) | (rd16(p + 2) << 16); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// block_sum reduces over the whole block (blockDim.x a multiple of 32, at
+// most 1024); every thread gets the total. sh holds 32 floats.
+__device__ __forceinline__ float block_sum(float v, float* sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : 0.f;
+    return warp_sum(v);
+}
+
+__constant__ i8 kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+__constant__ i8 kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+__device__ __forceinline__ float e8m0_half(u32 e) {
+    return e < 2 ? __uint_as_float(0x00200000u << e) : __uint_as_float((e - 1) << 23);
+}
+
+// kscale returns scale and min is (0..7) of a Q4_K/Q5_K block's 12 bytes.
+__device__ __forceinline__ void kscale(const u8* s, int is, int& sc, int& m) {
+    if (is < 4) {
+        sc = s[is] & 63;
+        m = s[is + 4] & 63;
+    } else {
+        sc = (s[is + 4] & 15) | ((s[is - 4] >> 6) << 4);
+        m = (s[is + 4] >> 4) | ((s[is] >> 6) << 4);
+    }
+}
+
+// deq is weight i of a row that starts at row, in format TY. It is the
+// reference decoding (ggml's, bit for bit: products are rounded before the
+// min is subtracted); the fast kernels decode whole blocks instead.
+template <int TY> __device__ __forceinline__ float deq(const u8* __restrict__ row, i64 i);
+
+template <> __device__ __forceinline__ float deq<T_F32>(const u8* row, i64 i) { return ((const float*)row)[i]; }
+template <> __device__ __forceinline__ float deq<T_F16>(const u8* row, i64 i) { return h2f(((const u16*)row)[i]); }
+template <> __device__ __forceinline__ float deq<T_BF16>(const u8* row, i64 i) {
+    return __uint_as_float((u32)((const u16*)row)[i] << 16);
+}
+template <> __device__ __forceinline__ float deq<T_Q4_0>(const u8* row, i64 i) {
+    const u8* b = row + (i >> 5) * 18;
+    int j = i & 31;
+    int q = j < 16 ? (b[2 + j] & 15) : (b[2 + j - 16] >> 4);
+    return h2f(rd16(b)) * (float)(q - 8);
+}
+template <> __device__ __forceinline__ float deq<T_Q4_1>(const u8* row, i64 i) {
+    const u8* b = row + (i >> 5) * 20;
+    int j = i & 31;
+    int q = j < 16 ? (b[4 + j] & 15) : (b[4 + j - 16] >> 4);
+    return __fadd_rn(__fmul_rn(h2f(rd16(b)), (float)q), h2f(rd16(b + 2)));
+}
+template <> __device__ __forceinline__ float deq<T_Q5_0>(const u8* row, i64 i) {
+    const u8* b = row + (i >> 5) * 22;
+    int j = i & 31;
+    u32 qh = rd32(b + 2);
+    int q = (j < 16 ? (b[6 + j] & 15) : (b[6 + j - 16] >> 4)) | (((qh >> j) & 1) << 4);
+    return h2f(rd16(b)) * (float)(q - 16);
+}
+template <> __device__ __forceinline__ float deq<T_Q5_1>(const u8* row, i64 i) {
+    const u8* b = row + (i >> 5) * 24;
+    int j = i & 31;
+    u32 qh = rd32(b + 4);
+    int q = (j < 16 ? (b[8 + j] & 15) : (b[8 + j - 16] >> 4)) | (((qh >> j) & 1) << 4);
+    return __fadd_rn(__fmul_rn(h2f(rd16(b)), (float)q), h2f(rd16(b + 2)));
+}
+template <> __device__ __forceinline__ float deq<T_Q8_0>(const u8* row, i64 i) {
+    const u8* b = row + (i >> 5) * 34;
+    return (float)(i8)b[2 + (i & 31)] * h2f(rd16(b));
+}
+template <> __device__ __forceinline__ float deq<T_Q2_K>(const u8* row, i64 i) {
+    const u8* b = row + (i >> 8) * 84;
+    int r = i & 255, h = r >> 7, s = (r & 127) >> 5, g = (r & 31) >> 4, j = r & 15;
+    int sc = b[8 * h + 2 * s + g];
+    int q = (b[16 + 32 * h + 16 * g + j] >> (2 * s)) & 3;
+    float dl = __fmul_rn(h2f(rd16(b + 80)), (float)(sc & 15));
+    float ml = __fmul_rn(h2f(rd16(b + 82)), (float)(sc >> 4));
+    return __fsub_rn(__fmul_rn(dl, (float)q), ml);
+}
+template <> __device__ __forceinline__ float deq<T_Q3_K>(const u8* row, i64 i) {
+    const u8* b = row + (i >> 8) * 110;
+    int r = i & 255, h = r >> 7, s = (r & 127) >> 5, g = (r & 31) >> 4, j = r & 15;
+    int k = 8 * h + 2 * s + g;
+    const u8* sb = b + 96;
+    int lo = (sb[k % 8] >> (4 * (k / 8))) & 15;
+    int hi = (sb[8 + k % 4] >> (2 * (k / 4))) & 3;
+    float dl = h2f(rd16(b + 108)) * (float)((i8)(lo | (hi << 4)) - 32);
+    int q = (b[32 + 32 * h + 16 * g + j] >> (2 * s)) & 3;
+    int set = (b[16 * g + j] >> (4 * h + s)) & 1;
+    return dl * (float)(q - (set ? 0 : 4));
+}
+template <> __device__ __forceinline__ float deq<T_Q4_K>(const u8* row, i64 i) {
+    const u8* b = row + (i >> 8) * 144;
+    int r = i & 255, c = r >> 6, sub = (r >> 5) & 1, j = r & 31;
+    int sc, m;
+    kscale(b + 4, 2 * c + sub, sc, m);
+    int v = b[16 + 32 * c + j];
+    int q = sub ? (v >> 4) : (v & 15);
+    float ds = __fmul_rn(h2f(rd16(b)), (float)sc), dm = __fmul_rn(h2f(rd16(b + 2)), (float)m);
+    return __fsub_rn(__fmul_rn(ds, (float)q), dm);
+}
+template <> __device__ __forceinline__ float deq<T_Q5_K>(const u8* row, i64 i) {
+    const u8* b = row + (i >> 8) * 176;
+    int r = i & 255, c = r >> 6, sub = (r >> 5) & 1, j = r & 31;
+    int sc, m;
+    kscale(b + 4, 2 * c + sub, sc, m);
+    int v = b[48 + 32 * c + j];
+    int hb = (b[16 + j] >> (2 * c + sub)) & 1;
+    int q = (sub ? (v >> 4) : (v & 15)) | (hb << 4);
+    float ds = __fmul_rn(h2f(rd16(b)), (float)sc), dm = __fmul_rn(h2f(rd16(b + 2)), (float)m);
+    return __fsub_rn(__fmul_rn(ds, (float)q), dm);
+}
+template <> __device__ __forceinline__ float deq<T_Q6_K>(const u8* row, i64 i) {
+    const u8* b = row + (i >> 8) * 210;
+    int r = i & 255, h = r >> 7, rr = r & 127;
+    int l = b[64 * h + (rr & 63)];
+    int t = b[128 + 32 * h + (rr & 31)];
+    int s = rr >> 5;
+    int q = (rr >= 64 ? (l >> 4) : (l & 15)) | (((t >> (2 * s)) & 3) << 4);
+    float dl = h2f(rd16(b + 208)) * (float)(i8)b[192 + 8 * h + (rr >> 4)];
+    return dl * (float)(q - 32);
+}
+template <> __device__ __forceinline__ float deq<T_IQ4_NL>(const u8* row, i64 i) {
+    const u8* b = row + (i >> 5) * 18;
+    int j = i & 31;
+    int q = j < 16 ? (b[2 + j] & 15) : (b[2 + j - 16] >> 4);
+    return h2f(rd16(b)) * (float)kvalues_iq4nl[q];
+}
+template <> __device__ __forceinline__ float deq<T_IQ4_XS>(const u8* row, i64 i) {
+    const u8* b = row + (i >> 8) * 136;
+    int r = i & 255, s = r >> 5, j = r & 31;
+    int lo = (b[4 + s / 2] >> (4 * (s % 2))) & 15;
+    int hi = (rd16(b + 2) >> (2 * s)) & 3;
+    float dl = h2f(rd16(b)) * (float)((i8)(lo | (hi << 4)) - 32);
+    int q = j < 16 ? (b[8 + 16 * s + j] & 15) : (b[8 + 16 * s + j - 16] >> 4);
+    return dl * (float)kvalues_iq4nl[q];
+}
+template <> __device__ __forceinline__ float deq<T_MXFP4>(const u8* row, i64 i) {
+    const u8* b = row + (i >> 5) * 17;
+    int j = i & 31;
+    int q = j < 16 ? (b[1 + j] & 15) : (b[1 + j - 16] >> 4);
+    return e8m0_half(b[0]) * (float)kvalues_mxfp4[q];
+}
