@@ -412,7 +412,9 @@ func byteToken(text string) string {
 
 // Encode returns the tokens of text, without BOS or EOS (see AddBOS). With
 // parseSpecial, the texts of control and unknown tokens in text become those
-// tokens; user-defined tokens are always parsed, as in llama.cpp.
+// tokens; user-defined tokens are always parsed, as in llama.cpp. Bytes that
+// are not valid UTF-8 split like U+FFFD but are kept as the bytes they are
+// (llama.cpp encodes U+FFFD instead), so Decode(Encode(s)) == s for every s.
 func (t *Tokenizer) Encode(text string, parseSpecial bool) []int32 {
 	var out []int32
 	var st bpeState
