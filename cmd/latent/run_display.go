@@ -77,24 +77,27 @@ func (p *replyPrinter) print(reasoning, answer string) error {
 	if answer == "" {
 		return nil
 	}
-	if err := p.endReasoning(); err != nil {
+	if err := p.endReasoning("\n\n"); err != nil {
 		return err
 	}
 	p.state = printAnswer
 	return p.write(answer)
 }
 
-// endReasoning closes shown reasoning and sets the answer apart from it.
-func (p *replyPrinter) endReasoning() error {
+// endReasoning closes shown reasoning, then writes sep (which sets the
+// answer apart from it).
+func (p *replyPrinter) endReasoning(sep string) error {
 	switch p.state {
 	case printReasoning:
 		if p.color {
-			return p.write(ansiReset + "\n\n")
+			return p.write(ansiReset + sep)
 		}
-		return p.write("\n</think>\n\n")
+		return p.write("\n</think>" + sep)
 	case printHidden:
 		if p.color {
-			return p.write(eraseLine)
+			err := p.write(eraseLine)
+			p.lastNL = true // back at the start of an empty line
+			return err
 		}
 	}
 	return nil
@@ -103,9 +106,10 @@ func (p *replyPrinter) endReasoning() error {
 // end finishes the reply: reasoning cut short is closed, and the line ends.
 func (p *replyPrinter) end() error {
 	if p.state != printAnswer {
-		if err := p.endReasoning(); err != nil {
+		if err := p.endReasoning("\n"); err != nil {
 			return err
 		}
+		p.state = printAnswer
 	}
 	if p.written && !p.lastNL {
 		return p.write("\n")
