@@ -189,6 +189,9 @@ func Remove(ref string, opts Options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if looksLikePath(ref) {
+		return nil, fmt.Errorf("%s: rm removes models from the store (%s) by name, never files by path", ref, store)
+	}
 	r, err := ParseRef(ref)
 	if err != nil {
 		return nil, err

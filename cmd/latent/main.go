@@ -34,6 +34,9 @@ func newRootCmd() *cobra.Command {
 		newRunCmd(),
 		newTokenizeCmd(),
 		newServeCmd(),
+		newPullCmd(),
+		newListCmd(),
+		newRmCmd(),
 	)
 	return root
 }
