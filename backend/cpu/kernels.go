@@ -22,6 +22,16 @@ type arow struct {
 // scaled once per block, as ggml's vec_dot kernels compute them.
 type dotKernel func(w []byte, a arow) float32
 
+// quadKernel is dotKernel for tokens t..t+3 of a batch at once, so that each
+// weight block is unpacked once for four tokens.
+type quadKernel func(w []byte, a *acts, t int, out *[4]float32)
+
+// kernel is what a weight type's matmul runs; four may be nil.
+type kernel struct {
+	one  dotKernel
+	four quadKernel
+}
+
 func f16(b []byte) float32 { return quant.F16ToF32(binary.LittleEndian.Uint16(b)) }
 
 // dotQ4_0Go is ggml_vec_dot_q4_0_q8_0: Σ_b d_w·d_a·Σ_j (nibble_j − 8)·a_j.
@@ -150,10 +160,10 @@ func dotQ5KGo(w []byte, a arow) float32 {
 
 // genericKernels are the pure-Go integer kernels: the fallback, and the
 // oracle the SIMD kernels are tested against.
-var genericKernels = map[quant.Type]dotKernel{
-	quant.Q4_0: dotQ4_0Go,
-	quant.Q8_0: dotQ8_0Go,
-	quant.Q4_K: dotQ4KGo,
-	quant.Q5_K: dotQ5KGo,
-	quant.Q6_K: dotQ6KGo,
+var genericKernels = map[quant.Type]kernel{
+	quant.Q4_0: {one: dotQ4_0Go},
+	quant.Q8_0: {one: dotQ8_0Go},
+	quant.Q4_K: {one: dotQ4KGo},
+	quant.Q5_K: {one: dotQ5KGo},
+	quant.Q6_K: {one: dotQ6KGo},
 }

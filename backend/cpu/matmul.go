@@ -97,8 +97,8 @@ func (a *acts) row(t int) arow {
 // forces the pure-Go kernels (the tests run both).
 var kernels, kernelSet = chooseKernels(os.Getenv("LATENT_CPU"))
 
-func chooseKernels(force string) (map[quant.Type]dotKernel, string) {
-	ks := make(map[quant.Type]dotKernel, len(genericKernels))
+func chooseKernels(force string) (map[quant.Type]kernel, string) {
+	ks := make(map[quant.Type]kernel, len(genericKernels))
 	for t, k := range genericKernels {
 		ks[t] = k
 	}
@@ -123,7 +123,7 @@ type mmJob struct {
 	w          *weight
 	rowOff     int
 	a          *acts
-	kern       dotKernel
+	kern       kernel
 	accumulate bool
 }
 
@@ -132,11 +132,20 @@ func (j *mmJob) do(lo, hi, worker int) {
 	rb := w.rowBytes
 	for o := lo; o < hi; o++ {
 		r := j.rowOff + o
-		if j.kern != nil {
+		if j.kern.one != nil {
 			row := w.data[r*rb : (r+1)*rb]
-			for t := 0; t < a.rows; t++ {
-				ar := a.row(t)
-				j.put(t, o, j.kern(row, ar))
+			t := 0
+			if j.kern.four != nil {
+				var out [4]float32
+				for ; t+4 <= a.rows; t += 4 {
+					j.kern.four(row, a, t, &out)
+					for i, v := range out {
+						j.put(t+i, o, v)
+					}
+				}
+			}
+			for ; t < a.rows; t++ {
+				j.put(t, o, j.kern.one(row, a.row(t)))
 			}
 			continue
 		}
@@ -161,8 +170,8 @@ func (j *mmJob) put(t, o int, v float32) {
 func (c *CPU) matmul(d *tensor, dstOff, out int, w *weight, rowOff int, s *tensor, srcOff int, accumulate bool) {
 	in := int(w.dims[0])
 	kern := kernels[w.typ]
-	c.act.prepare(s, srcOff, in, w.typ, kern != nil)
-	if kern == nil {
+	c.act.prepare(s, srcOff, in, w.typ, kern.one != nil)
+	if kern.one == nil {
 		c.scratch(in)
 	}
 	c.mm = mmJob{c: c, d: d, dstOff: dstOff, w: w, rowOff: rowOff, a: &c.act, kern: kern, accumulate: accumulate}

@@ -23,7 +23,7 @@ func randn(r *rand.Rand, n int, scale float64) []float32 {
 
 // newWeight quantizes vals to typ and adopts them; it returns the weight and
 // its dequantized values.
-func newWeight(t *testing.T, c *CPU, typ quant.Type, vals []float32, dims ...uint64) (backend.Weight, []float32) {
+func newWeight(t testing.TB, c *CPU, typ quant.Type, vals []float32, dims ...uint64) (backend.Weight, []float32) {
 	t.Helper()
 	var data []byte
 	if typ == quant.F32 {

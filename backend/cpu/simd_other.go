@@ -5,4 +5,4 @@ package cpu
 import "github.com/latent-ai/latent/quant"
 
 // addSIMDKernels has nothing to add on this architecture.
-func addSIMDKernels(map[quant.Type]dotKernel, string) string { return "generic" }
+func addSIMDKernels(map[quant.Type]kernel, string) string { return "generic" }

@@ -1,0 +1,135 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/latent-ai/latent/quant"
+)
+
+// randomRow quantizes n random values to typ.
+func randomRow(t testing.TB, r *rand.Rand, typ quant.Type, n int) []byte {
+	t.Helper()
+	size, err := typ.RowBytes(int64(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, size)
+	if err := quant.Quantize(typ, randn(r, n, 0.05), b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// randomActs quantizes T random rows of k values for weights of typ.
+func randomActs(r *rand.Rand, typ quant.Type, T, k int) *acts {
+	x := randn(r, T*k, 1)
+	a := &acts{}
+	a.prepare(&tensor{data: x, rows: T, cols: k, stride: k}, 0, k, typ, true)
+	return a
+}
+
+// Every SIMD kernel in use agrees with the pure-Go integer kernel, one token
+// at a time and four at a time; the Go kernels agree with a float64 dot
+// product of the dequantized weights and rounded activations.
+func TestKernelsAgainstGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	t.Logf("kernel set: %s", Kernels())
+	for typ, gen := range genericKernels {
+		k := kernels[typ]
+		for _, n := range []int{256, 512, 2048 + 256} {
+			w := randomRow(t, r, typ, n)
+			if typ == quant.Q8_0 { // the most negative int8, which VPABSB must handle
+				w[2], w[40] = 0x80, 0x80
+			}
+			deq := make([]float32, n)
+			if err := quant.Dequantize(typ, w, deq); err != nil {
+				t.Fatal(err)
+			}
+			const T = 6
+			a := randomActs(r, typ, T, n)
+			rounded := make([]float32, T*n)
+			for tk := 0; tk < T; tk++ {
+				row := a.row(tk)
+				for b := range row.d {
+					bs := len(row.qs) / len(row.d)
+					for i := 0; i < bs; i++ {
+						rounded[tk*n+b*bs+i] = row.d[b] * float32(row.qs[b*bs+i])
+					}
+				}
+			}
+			var four [4]float32
+			if k.four != nil {
+				k.four(w, a, 1, &four)
+			}
+			for tk := 0; tk < T; tk++ {
+				var want float64
+				for i := 0; i < n; i++ {
+					want += float64(deq[i]) * float64(rounded[tk*n+i])
+				}
+				g := gen.one(w, a.row(tk))
+				s := k.one(w, a.row(tk))
+				tol := 1e-4 * (1 + math.Abs(want))
+				if math.Abs(float64(g)-want) > tol*10 {
+					t.Errorf("%s n=%d token %d: Go kernel %g, float64 %g", typ, n, tk, g, want)
+				}
+				if math.Abs(float64(s-g)) > tol {
+					t.Errorf("%s n=%d token %d: %s kernel %g, Go kernel %g", typ, n, tk, Kernels(), s, g)
+				}
+				if k.four != nil && tk >= 1 && tk < 5 && math.Abs(float64(four[tk-1]-g)) > tol {
+					t.Errorf("%s n=%d token %d: four-token kernel %g, Go kernel %g", typ, n, tk, four[tk-1], g)
+				}
+			}
+		}
+	}
+}
+
+// The quantized activations round exactly as roundQ8_0 and roundQ8K do.
+func TestPreparedActsMatchRounding(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q6_K} {
+		const T, n = 3, 512
+		x := randn(r, T*n, 2)
+		a := &acts{}
+		a.prepare(&tensor{data: x, rows: T, cols: n, stride: n}, 0, n, typ, true)
+		want := make([]float32, n)
+		for tk := 0; tk < T; tk++ {
+			actRounding(typ)(x[tk*n:(tk+1)*n], want)
+			row := a.row(tk)
+			bs := n / len(row.d)
+			for i := range want {
+				if got := row.d[i/bs] * float32(row.qs[i]); got != want[i] {
+					t.Fatalf("%s token %d value %d: %g, rounding gives %g", typ, tk, i, got, want[i])
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkKernel reports the weight bytes each kernel streams per second
+// for a 2048×2048 matrix: one token (decode, memory-bound) and 64 tokens
+// (prefill, compute-bound; GFLOP/s counts a multiply and an add per weight
+// per token).
+func BenchmarkKernel(b *testing.B) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+		for _, T := range []int{1, 64} {
+			const in, out = 2048, 2048
+			c := New(0)
+			w, _ := newWeight(b, c, typ, randn(r, in*out, 0.05), in, out)
+			x := fill(c, T, in, randn(r, T*in, 1))
+			dst := c.Tensor(T, out)
+			b.Run(typ.String()+"/T="+strconv.Itoa(T), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					c.MatMul(dst, w, x)
+				}
+				sec := b.Elapsed().Seconds()
+				b.ReportMetric(float64(len(wt(w).data))*float64(b.N)/sec/1e9, "GB/s")
+				b.ReportMetric(2*in*out*float64(T)*float64(b.N)/sec/1e9, "GFLOP/s")
+			})
+			c.Close()
+		}
+	}
+}
