@@ -130,6 +130,12 @@ func (c *client) download(ctx context.Context, url, final, file, sha string, siz
 			f.Close()
 		}
 	}()
+	if err := lockFile(f); err != nil {
+		if errors.Is(err, errLocked) {
+			return 0, fmt.Errorf("%s is being downloaded by another latent process (%s); wait for it to finish", file, part)
+		}
+		return 0, fmt.Errorf("lock %s: %w", part, err)
+	}
 	st, err := f.Stat()
 	if err != nil {
 		return 0, err
@@ -222,6 +228,8 @@ func (c *client) download(ctx context.Context, url, final, file, sha string, siz
 	syncDir(filepath.Dir(final))
 	return resumed, nil
 }
+
+var errLocked = errors.New("locked by another process")
 
 // permanentError marks a failure that retrying will not mend.
 type permanentError struct{ error }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -500,5 +501,38 @@ func TestProgressLines(t *testing.T) {
 		if got := HumanBytes(n); got != want {
 			t.Errorf("HumanBytes(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+func TestPullRefusesFileAnotherPullHolds(t *testing.T) {
+	data := golden(t, "tiny-youtu-q4_0.gguf")
+	s := hubtest.New(t, map[string][]hubtest.File{"o/r": {{Path: "m-Q4_0.gguf", Data: data}}})
+	opts := testOptions(t, s)
+	dir := filepath.Join(opts.Dir, "hf.co", "o", "r")
+	os.MkdirAll(dir, 0o755)
+	f, err := os.Create(partialName(filepath.Join(dir, "m-Q4_0.gguf"), hubtest.SHA256(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lockFile(f); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Pull(context.Background(), "hf.co/o/r", opts)
+	if err == nil || !strings.Contains(err.Error(), "m-Q4_0.gguf is being downloaded by another latent process") {
+		t.Errorf("pull of a locked partial: %v", err)
+	}
+	f.Close() // as the other process ending
+	if _, err := Pull(context.Background(), "hf.co/o/r", opts); err != nil {
+		t.Errorf("pull after the lock is gone: %v", err)
+	}
+}
+
+func TestProgressBar(t *testing.T) {
+	p := newProgress(nil, "m.gguf", 4000, 1000)
+	p.start = time.Now().Add(-2 * time.Second)
+	p.add(1000)
+	line := p.line(time.Now(), 10)
+	if !regexp.MustCompile(`^pulling m\.gguf   50% ▕█████     ▏ 2\.0 kB/4\.0 kB  (499|500) B/s  4s left$`).MatchString(line) {
+		t.Errorf("bar line %q", line)
 	}
 }
