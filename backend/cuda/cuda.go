@@ -55,8 +55,12 @@ type Backend struct {
 	args         []uint64
 	ptrs         []uintptr
 
+	pending []*pendingNorm
+	qcache  []quantEntry
+
 	graphs   map[uint64]uintptr
 	NoGraphs bool // launch every kernel directly (for tests and profiling)
+	NoFusion bool // record every operation as its own kernels (for tests)
 	nLaunch  uint64
 	prof     *profiler
 	closed   bool
@@ -292,6 +296,9 @@ func (b *Backend) Weight(name string, typ quant.Type, dims []uint64, data []byte
 		w.typ, w.rowBytes = quant.F32, int64(4*len(v))
 		data = unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
 	}
+	if (typ == quant.Q4_0 || typ == quant.Q8_0) && len(dims) > 1 {
+		data, w.rowBytes = repack(typ, data, w.rows, int64(dims[0]))
+	}
 	var uerr error
 	b.run(func() {
 		if w.ptr, uerr = b.alloc(int64(len(data)), "weight "+name); uerr != nil {
@@ -450,6 +457,7 @@ func (b *Backend) Begin(tokens, pos []int32) {
 		panic(fmt.Sprintf("cuda: begin: %d tokens, %d positions", len(tokens), len(pos)))
 	}
 	b.arena.cur, b.arena.off = 0, 0
+	b.resetPass()
 	b.T = len(tokens)
 	b.tokens = append(b.tokens[:0], tokens...)
 	b.pos = append(b.pos[:0], pos...)
@@ -551,3 +559,23 @@ func (b *Backend) ropeFreqs(r *backend.Rope) uintptr {
 }
 
 func f32bits(f float32) uint64 { return uint64(math.Float32bits(f)) }
+
+// repack lays a Q4_0 or Q8_0 matrix out for 16-byte loads: each row holds
+// its blocks' quant bytes (16 or 32 each) first, then their f16 scales, and
+// is padded to a multiple of 16 bytes.
+func repack(typ quant.Type, data []byte, rows, K int64) ([]byte, int64) {
+	nb, qb, raw := K/32, int64(16), int64(18)
+	if typ == quant.Q8_0 {
+		qb, raw = 32, 34
+	}
+	rb := (nb*(qb+2) + 15) &^ 15
+	out := make([]byte, rows*rb)
+	for r := int64(0); r < rows; r++ {
+		src, dst := data[r*nb*raw:(r+1)*nb*raw], out[r*rb:(r+1)*rb]
+		for b := int64(0); b < nb; b++ {
+			copy(dst[b*qb:(b+1)*qb], src[b*raw+2:(b+1)*raw])
+			dst[nb*qb+2*b], dst[nb*qb+2*b+1] = src[b*raw], src[b*raw+1]
+		}
+	}
+	return out, rb
+}

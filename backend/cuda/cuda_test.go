@@ -66,7 +66,7 @@ func maxAbsDiff(a, b []float32) float64 {
 // trace runs a golden prompt and its fed steps on the GPU.
 func trace(t *testing.T, path string, want *engine.Trace, graphs bool) *engine.Trace {
 	t.Helper()
-	lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 64})
+	lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestMatMulAgainstCPU(t *testing.T) {
 	}
 	gx, _ := g.Weight("x", quant.F32, []uint64{in, maxT}, f32bytes(xs))
 	cx, _ := c.Weight("x", quant.F32, []uint64{in, maxT}, f32bytes(xs))
-	if _, err := g.Cache(1, 16, 576); err != nil {
+	if _, err := g.Cache(1, 128, 576); err != nil {
 		t.Fatal(err)
 	}
 	run := func(be backend.Backend, w, x backend.Weight, T int) []float32 {

@@ -23,7 +23,7 @@ type kernels struct {
 }
 
 // moduleFiles are compiled as separate programs, in parallel.
-var moduleFiles = []string{"basic.cu", "matmul.cu"}
+var moduleFiles = []string{"basic.cu", "matmul.cu", "mmvq.cu"}
 
 // shapeDefines specialises the kernels for this model: the cache row, the
 // latent width, the cache's element type and the weight types present.
@@ -47,8 +47,15 @@ func (b *Backend) shapeDefines() string {
 	if b.kv.esize == 2 {
 		half = 1
 	}
-	return fmt.Sprintf("#define CACHE_W %d\n#define KV_LORA %d\n#define CACHE_HALF %d\n#define WEIGHT_TYPES(X) %s\n",
-		b.kv.width, kvl, half, strings.Join(types, " "))
+	var fast []string
+	for t := range b.types {
+		if fastTypes[t] {
+			fast = append(fast, fmt.Sprintf("X(%s)", deviceTypes[t]))
+		}
+	}
+	sort.Strings(fast)
+	return fmt.Sprintf("#define CACHE_W %d\n#define KV_LORA %d\n#define CACHE_HALF %d\n#define WEIGHT_TYPES(X) %s\n#define FAST_TYPES(X) %s\n",
+		b.kv.width, kvl, half, strings.Join(types, " "), strings.Join(fast, " "))
 }
 
 // compile builds (or reads from the disk cache) every module in parallel
@@ -152,7 +159,9 @@ type launch struct {
 	grid, block [3]uint32
 	a0, n       int
 	structArg   bool
+	skip        bool  // a lazily recorded norm nobody needed
 	bytes       int64 // device memory the kernel reads and writes, for profiles
+	mq          *mq   // the parameters of an mmvq launch, for fusing
 }
 
 func grid1(x int) [3]uint32    { return [3]uint32{uint32(max(x, 1)), 1, 1} }
@@ -185,6 +194,9 @@ func (b *Backend) signature() uint64 {
 		buf = append(buf, byte(v), byte(v>>8), byte(v>>16), byte(v>>24), byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56))
 	}
 	for _, l := range b.launches {
+		if l.skip {
+			continue
+		}
 		buf = buf[:0]
 		put(uint64(l.fn))
 		put(uint64(l.grid[0]) | uint64(l.grid[1])<<32)
@@ -205,6 +217,9 @@ func (b *Backend) issue() error {
 	d := b.d
 	for i := range b.launches {
 		l := &b.launches[i]
+		if l.skip {
+			continue
+		}
 		if cap(b.ptrs) < l.n {
 			b.ptrs = make([]uintptr, l.n+64)
 		}
@@ -265,7 +280,14 @@ func (b *Backend) flush() {
 	if err != nil {
 		panic(fmt.Errorf("cuda: %w", err))
 	}
-	b.nLaunch += uint64(len(b.launches))
+	for _, l := range b.launches {
+		if !l.skip {
+			b.nLaunch++
+		}
+	}
+	for _, p := range b.pending {
+		p.flushed = true
+	}
 	b.launches = b.launches[:0]
 	b.args = b.args[:0]
 }

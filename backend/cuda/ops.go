@@ -4,10 +4,240 @@ import (
 	"fmt"
 
 	"github.com/latent-ai/latent/backend"
+	"github.com/latent-ai/latent/quant"
 )
 
-// mv mirrors the kernels' struct MV (kernels/matmul.cu): y (+)= x·Wᵀ for
-// ny problems; see there for the meaning of each field.
+// Operations record kernel launches; nothing runs until the pass's result
+// is read. Three fusions happen while recording:
+//   - RMSNorm is lazy: its launch is recorded but skipped unless something
+//     other than a matrix product reads its output; a product reading it
+//     normalises its input itself while rounding it to 8-bit blocks.
+//   - An input rounded for one product is reused by the next product of the
+//     same input (q_a and kv_a, gate and up) until it is written.
+//   - MatMul(g), MatMul(u), SwiGLU(g, g, u) become one kernel that computes
+//     both rows and writes silu(g)·u.
+
+// fastTypes have integer-dot (mmvq) kernels; the others take the generic
+// dequantizing kernels on activations rounded in float.
+var fastTypes = map[quant.Type]bool{quant.Q4_0: true, quant.Q8_0: true, quant.Q4_K: true, quant.Q5_K: true, quant.Q6_K: true}
+
+func b2i(v bool) int64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// span is the byte range a tensor covers.
+type span struct{ lo, hi uintptr }
+
+func spanOf(t *tensor) span {
+	if t.rows == 0 || t.cols == 0 {
+		return span{t.ptr, t.ptr}
+	}
+	return span{t.ptr, t.ptr + uintptr(4*((t.rows-1)*t.stride+t.cols))}
+}
+
+func (s span) overlaps(o span) bool { return s.lo < o.hi && o.lo < s.hi }
+
+// pendingNorm is an RMSNorm whose launch (index launch) is skipped so far.
+type pendingNorm struct {
+	dst, src *tensor
+	w        uintptr
+	eps      float32
+	launch   int
+	srcDirty bool // src was written since: the recorded launch must run
+	flushed  bool // its launch was already issued (skipped)
+}
+
+// input describes a product's activations: rows × S segments of L floats
+// (segment s of row r at src + r·rs + s·segStride), RMS-normalised first
+// when norm is set.
+type input struct {
+	src       uintptr
+	rs        int64
+	rows, S   int
+	L         int
+	segStride int64
+	norm      uintptr
+	eps       float32
+	srcSpan   span
+}
+
+// qact is an input rounded to 8-bit blocks: row R's quants at q + R·L,
+// scales at d + R·(L/block), sums of 16 at bs + R·(L/16).
+type qact struct{ q, d, bs uintptr }
+
+type quantEntry struct {
+	in   input
+	mode int
+	out  qact
+	fout fact
+}
+
+// fact is an input rounded in float by prep, or the source itself: row R
+// at ptr + R·stride floats.
+type fact struct {
+	ptr    uintptr
+	stride int64
+}
+
+func (b *Backend) resetPass() {
+	b.pending = b.pending[:0]
+	b.qcache = b.qcache[:0]
+}
+
+// reads notes a read of t by an operation that cannot normalise on its
+// own: lazy norms writing t are materialised.
+func (b *Backend) reads(t *tensor) {
+	s := spanOf(t)
+	for i := 0; i < len(b.pending); i++ {
+		p := b.pending[i]
+		if spanOf(p.dst).overlaps(s) {
+			b.materialize(p)
+			b.pending = append(b.pending[:i], b.pending[i+1:]...)
+			i--
+		}
+	}
+}
+
+func (b *Backend) materialize(p *pendingNorm) {
+	switch {
+	case !p.srcDirty:
+		b.recordNorm(p.dst, p.src, p.w, p.eps)
+	case !p.flushed:
+		b.launches[p.launch].skip = false
+	default:
+		panic("cuda: internal: a lazy norm's input changed after its pass was flushed")
+	}
+}
+
+// writes notes that t is written: lazy norms into t are dropped, those
+// reading t must run where they were recorded, rounded copies of t expire.
+func (b *Backend) writes(t *tensor) {
+	s := spanOf(t)
+	for i := 0; i < len(b.pending); i++ {
+		p := b.pending[i]
+		if spanOf(p.dst).overlaps(s) {
+			b.pending = append(b.pending[:i], b.pending[i+1:]...)
+			i--
+		} else if spanOf(p.src).overlaps(s) {
+			p.srcDirty = true
+		}
+	}
+	for i := 0; i < len(b.qcache); i++ {
+		if b.qcache[i].in.srcSpan.overlaps(s) {
+			b.qcache = append(b.qcache[:i], b.qcache[i+1:]...)
+			i--
+		}
+	}
+}
+
+// inputOf is t as a product's input, folding in a lazy norm that writes it.
+func (b *Backend) inputOf(t *tensor) input {
+	for i, p := range b.pending {
+		if *p.dst == *t && !p.srcDirty {
+			_ = i
+			return input{src: p.src.ptr, rs: int64(p.src.stride), rows: t.rows, S: 1, L: t.cols, norm: p.w, eps: p.eps, srcSpan: spanOf(p.src)}
+		}
+	}
+	b.reads(t)
+	return input{src: t.ptr, rs: int64(t.stride), rows: t.rows, S: 1, L: t.cols, srcSpan: spanOf(t)}
+}
+
+// quantize rounds in to 8-bit blocks (mode 3: Q8_0, 4: Q8_K), reusing an
+// earlier rounding of the same input.
+func (b *Backend) quantize(in input, mode int) qact {
+	for _, e := range b.qcache {
+		if e.in == in && e.mode == mode {
+			return e.out
+		}
+	}
+	R, L := in.rows*in.S, in.L
+	blk := 32
+	if mode == 4 {
+		blk = 256
+	}
+	q := b.scratch(int64(R * L))
+	d := b.scratch(int64(R*(L/blk)) * 4)
+	var bs uintptr
+	if mode == 4 {
+		bs = b.scratch(int64(R*(L/16)) * 4)
+	}
+	b.record("quant_act", grid1(R), [3]uint32{256, 1, 1}, int64(R*L)*5,
+		uint64(q), uint64(d), uint64(bs), uint64(in.src), uint64(in.rs), uint64(in.segStride), uint64(in.S), uint64(L),
+		uint64(in.norm), f32bits(in.eps), uint64(mode))
+	out := qact{q, d, bs}
+	b.qcache = append(b.qcache, quantEntry{in: in, mode: mode, out: out})
+	return out
+}
+
+// prepare rounds in in float for the generic kernels (or passes it through).
+func (b *Backend) prepare(in input, mode int) fact {
+	if mode == 0 && in.norm == 0 {
+		if in.S == 1 {
+			return fact{in.src, in.rs}
+		}
+		if in.rs != int64(in.S)*in.segStride {
+			panic("cuda: internal: segments are not evenly spaced")
+		}
+		return fact{in.src, in.segStride}
+	}
+	for _, e := range b.qcache {
+		if e.in == in && e.mode == -1-mode {
+			return e.fout
+		}
+	}
+	R, L := in.rows*in.S, in.L
+	out := b.scratch(int64(R*L) * 4)
+	b.record("prep", grid1(R), [3]uint32{256, 1, 1}, int64(R*L)*8,
+		uint64(out), uint64(in.src), uint64(in.rs), uint64(in.segStride), uint64(in.S), uint64(L), uint64(in.norm), f32bits(in.eps), uint64(mode))
+	f := fact{out, int64(L)}
+	b.qcache = append(b.qcache, quantEntry{in: in, mode: -1 - mode, fout: f})
+	return f
+}
+
+// output describes where a product goes: ny problems (per head or per
+// picked expert), each of N outputs for T tokens. Problem py, token t reads
+// input row R = (py/xDiv)·xY + t·xRows and writes y + py·yY + t·ys;
+// weight rows start at (ids ? ids[py] : py)·wY.
+type output struct {
+	N               int
+	y               uintptr
+	ys, yY          int64
+	T               int
+	acc             bool
+	ids             uintptr
+	wY              int64
+	ny              int
+	xRows, xY, xDiv int64
+	up              *weight // fused gate/up: y = silu(x·W)·(x·up)
+	upOff           int64   // rows into up where its matrix starts
+}
+
+// mq mirrors the kernels' struct MQ (kernels/mmvq.cu).
+type mq struct {
+	w               uintptr
+	rowBytes, K, N  int64
+	xq, xd, xb      uintptr
+	xrows, xY, xDiv int64
+	y               uintptr
+	ys, yY          int64
+	T, acc          int64
+	ids             uintptr
+	wY              int64
+	w2              uintptr
+}
+
+func (m *mq) slots() []uint64 {
+	return []uint64{uint64(m.w), uint64(m.rowBytes), uint64(m.K), uint64(m.N), uint64(m.xq), uint64(m.xd), uint64(m.xb),
+		uint64(m.xrows), uint64(m.xY), uint64(max(m.xDiv, 1)), uint64(m.y), uint64(m.ys), uint64(m.yY), uint64(m.T),
+		uint64(m.acc), uint64(m.ids), uint64(m.wY), uint64(m.w2)}
+}
+
+// mv mirrors the kernels' struct MV (kernels/matmul.cu).
 type mv struct {
 	w              uintptr
 	rowBytes, K, N int64
@@ -25,46 +255,54 @@ func (m *mv) slots() []uint64 {
 		uint64(max(m.xDiv, 1)), uint64(m.y), uint64(m.ys), uint64(m.yY), uint64(m.T), uint64(m.acc), uint64(m.ids), uint64(m.wY)}
 }
 
-func b2i(v bool) int64 {
-	if v {
-		return 1
+// product records y (+)= x·Wᵀ: integer-dot kernels for the fast types,
+// the generic ones otherwise.
+func (b *Backend) product(w *weight, in input, o output) {
+	K := int64(in.L)
+	bytes := int64(o.ny)*int64(o.N)*w.rowBytes + int64(o.T*o.ny)*(K+4*int64(o.N))
+	if o.up != nil {
+		bytes *= 2
 	}
-	return 0
-}
-
-func ceilDiv(a, b int) int { return (a + b - 1) / b }
-
-// matvec records y (+)= x·Wᵀ over ny problems with the generic kernels:
-// one warp per output row for a few tokens, shared-memory tiles for more.
-func (b *Backend) matvec(w *weight, m mv, ny int) {
-	m.w, m.rowBytes = w.ptr, w.rowBytes
-	tn := deviceTypes[w.typ]
-	bytes := int64(ny)*m.N*m.rowBytes + 4*m.T*int64(ny)*(m.K+m.N)
-	if m.T <= 4 {
-		b.recordStruct("gemv_"+tn, grid2(ceilDiv(int(m.N), 8), ny), [3]uint32{256, 1, 1}, bytes, m.slots()...)
+	if fastTypes[w.typ] {
+		mode := 3
+		if roundMode(w.typ) == 4 {
+			mode = 4
+		}
+		a := b.quantize(in, mode)
+		m := &mq{w: w.ptr, rowBytes: w.rowBytes, K: K, N: int64(o.N), xq: a.q, xd: a.d, xb: a.bs,
+			xrows: o.xRows, xY: o.xY, xDiv: o.xDiv, y: o.y, ys: o.ys, yY: o.yY, T: int64(o.T), acc: b2i(o.acc),
+			ids: o.ids, wY: o.wY}
+		if o.up != nil {
+			m.w2 = o.up.ptr + uintptr(o.upOff*o.up.rowBytes)
+		}
+		b.recordMQ(w, m, o.ny, bytes)
 		return
 	}
-	b.recordStruct("gemm_"+tn, grid3(ceilDiv(int(m.N), 64), ceilDiv(int(m.T), 64), ny), [3]uint32{256, 1, 1}, bytes, m.slots()...)
-}
-
-// act is a batch of activations as a matmul reads them.
-type act struct {
-	ptr    uintptr
-	rs, sy int64 // row stride, segment stride (floats)
-}
-
-// prep rounds rows × S segments of L values (segment s of row r at
-// src + r·rs + s·segStride) as ggml rounds activations for weights of type
-// mode, optionally RMS-normalising each row first (S must be 1 then), into
-// contiguous scratch. Without rounding or norm the source is used as it is.
-func (b *Backend) prep(src uintptr, rs int64, rows, S, L int, segStride int64, mode int, norm uintptr, eps float32) act {
-	if mode == 0 && norm == 0 {
-		return act{ptr: src, rs: rs, sy: segStride}
+	f := b.prepare(in, roundMode(w.typ))
+	if o.up != nil {
+		panic("cuda: internal: fused gate/up needs a fast weight type")
 	}
-	out := b.scratch(int64(rows*S*L) * 4)
-	b.record("prep", grid1(rows*S), [3]uint32{256, 1, 1}, int64(rows*S*L)*8,
-		uint64(out), uint64(src), uint64(rs), uint64(segStride), uint64(S), uint64(L), uint64(norm), f32bits(eps), uint64(mode))
-	return act{ptr: out, rs: int64(S * L), sy: int64(L)}
+	m := mv{w: w.ptr, rowBytes: w.rowBytes, K: K, N: int64(o.N), x: f.ptr, xs: o.xRows * f.stride, xY: o.xY * f.stride, xDiv: o.xDiv,
+		y: o.y, ys: o.ys, yY: o.yY, T: int64(o.T), acc: b2i(o.acc), ids: o.ids, wY: o.wY}
+	tn := deviceTypes[w.typ]
+	if o.T <= 4 {
+		b.recordStruct("gemv_"+tn, grid2(ceilDiv(o.N, 8), o.ny), [3]uint32{256, 1, 1}, bytes, m.slots()...)
+		return
+	}
+	b.recordStruct("gemm_"+tn, grid3(ceilDiv(o.N, 64), ceilDiv(o.T, 64), o.ny), [3]uint32{256, 1, 1}, bytes, m.slots()...)
+}
+
+func (b *Backend) recordMQ(w *weight, m *mq, ny int, bytes int64) {
+	rpw := 1
+	if w.typ != quant.Q4_0 && w.typ != quant.Q8_0 {
+		rpw = 4
+	}
+	nt, name := 1, "mmvq1_"
+	if m.T > 1 {
+		nt, name = 8, "mmvq8_"
+	}
+	b.recordStruct(name+deviceTypes[w.typ], grid3(ceilDiv(int(m.N), 8*rpw), ny, ceilDiv(int(m.T), nt)), [3]uint32{256, 1, 1}, bytes, m.slots()...)
+	b.launches[len(b.launches)-1].mq = m
 }
 
 func checkMatMul(op string, d *tensor, w *weight, s *tensor) {
@@ -74,9 +312,12 @@ func checkMatMul(op string, d *tensor, w *weight, s *tensor) {
 }
 
 func (b *Backend) matmul(d *tensor, w *weight, s *tensor, accumulate bool) {
-	a := b.prep(s.ptr, int64(s.stride), s.rows, 1, s.cols, 0, roundMode(w.typ), 0, 0)
-	b.matvec(w, mv{K: int64(s.cols), N: int64(d.cols), x: a.ptr, xs: a.rs, y: d.ptr, ys: int64(d.stride),
-		T: int64(s.rows), acc: b2i(accumulate)}, 1)
+	in := b.inputOf(s)
+	if accumulate {
+		b.reads(d)
+	}
+	b.writes(d)
+	b.product(w, in, output{N: d.cols, y: d.ptr, ys: int64(d.stride), T: s.rows, acc: accumulate, ny: 1, xRows: 1})
 }
 
 // MatMul sets dst = src · Wᵀ.
@@ -99,18 +340,31 @@ func (b *Backend) Embed(dst backend.Tensor, table backend.Weight) {
 	if d.rows != b.T || d.cols != w.dim(0) {
 		panic(fmt.Sprintf("cuda: embed: %d×%d for %d tokens of %s %v", d.rows, d.cols, b.T, w.name, w.dims))
 	}
+	b.writes(d)
 	b.record("embed_"+deviceTypes[w.typ], grid1(d.rows), [3]uint32{256, 1, 1}, int64(d.rows)*(w.rowBytes+int64(4*d.cols)),
 		uint64(d.ptr), uint64(d.stride), uint64(w.ptr), uint64(w.rowBytes), uint64(d.cols), uint64(b.tokensDev()))
 }
 
-// RMSNorm normalises each row and scales by w.
+func (b *Backend) recordNorm(d, s *tensor, w uintptr, eps float32) {
+	b.record("rmsnorm", grid1(s.rows), [3]uint32{256, 1, 1}, int64(s.rows*s.cols)*8,
+		uint64(d.ptr), uint64(d.stride), uint64(s.ptr), uint64(s.stride), uint64(w), f32bits(eps), uint64(s.cols))
+}
+
+// RMSNorm normalises each row and scales by w (lazily: see above).
 func (b *Backend) RMSNorm(dst, src backend.Tensor, w backend.Weight, eps float32) {
 	d, s, g := tens(dst), tens(src), wt(w)
 	if d.rows != s.rows || d.cols != s.cols || g.dim(0) != s.cols {
 		panic(fmt.Sprintf("cuda: rmsnorm: %d×%d from %d×%d with %s %v", d.rows, d.cols, s.rows, s.cols, g.name, g.dims))
 	}
-	b.record("rmsnorm", grid1(s.rows), [3]uint32{256, 1, 1}, int64(s.rows*s.cols)*8,
-		uint64(d.ptr), uint64(d.stride), uint64(s.ptr), uint64(s.stride), uint64(g.ptr), f32bits(eps), uint64(s.cols))
+	b.reads(s)
+	b.writes(d)
+	b.recordNorm(d, s, g.ptr, eps)
+	if b.NoFusion {
+		return
+	}
+	b.launches[len(b.launches)-1].skip = true
+	dc, sc := *d, *s
+	b.pending = append(b.pending, &pendingNorm{dst: &dc, src: &sc, w: g.ptr, eps: eps, launch: len(b.launches) - 1})
 }
 
 // RoPE rotates adjacent pairs at the pass's positions.
@@ -119,6 +373,8 @@ func (b *Backend) RoPE(t backend.Tensor, stride, off, n int, r *backend.Rope) {
 	if x.rows != b.T || n > 2*len(r.Freqs) || off+n > stride {
 		panic(fmt.Sprintf("cuda: rope: %d rows for %d tokens, %d values from %d in heads of %d", x.rows, b.T, n, off, stride))
 	}
+	b.reads(x)
+	b.writes(x)
 	b.record("rope", grid1(x.rows), [3]uint32{256, 1, 1}, int64(x.rows*x.cols/stride*n)*8,
 		uint64(x.ptr), uint64(x.stride), uint64(x.cols), uint64(stride), uint64(off), uint64(n), uint64(b.posDev()), uint64(b.ropeFreqs(r)))
 }
@@ -129,6 +385,7 @@ func (b *Backend) CacheStore(c backend.Cache, layer int, src backend.Tensor) {
 	if s.cols != k.width || s.rows != b.T || layer < 0 || layer >= k.layers {
 		panic(fmt.Sprintf("cuda: cache store: %d×%d into layer %d of a cache %d wide", s.rows, s.cols, layer, k.width))
 	}
+	b.reads(s)
 	b.record("cache_store", grid1(s.rows), [3]uint32{256, 1, 1}, int64(s.rows*s.cols)*(4+k.esize),
 		uint64(k.layer(layer)), uint64(s.ptr), uint64(s.stride), uint64(b.posDev()))
 }
@@ -150,36 +407,67 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 	if qq.cols != H*(nope+rope) || d.cols != H*vdim || vbw.dim(0) != kvl || d.rows != T || T != b.T {
 		panic(fmt.Sprintf("cuda: attention: q %d×%d, dst %d×%d, k_b %v, v_b %v, cache width %d", qq.rows, qq.cols, d.rows, d.cols, kbw.dims, vbw.dims, W))
 	}
+	b.reads(qq)
 	// query [T][H][W]: q_lat = k_b[h]·q_nope[h], then q_pe
 	query := b.scratch(int64(T*H*W) * 4)
-	a := b.prep(qq.ptr, int64(qq.stride), T, H, nope, int64(nope+rope), roundMode(kbw.typ), 0, 0)
-	b.matvec(kbw, mv{K: int64(nope), N: int64(kvl), x: a.ptr, xs: a.rs, xY: a.sy, y: query, ys: int64(H * W), yY: int64(W),
-		T: int64(T), wY: int64(kvl)}, H)
+	qin := input{src: qq.ptr, rs: int64(qq.stride), rows: T, S: H, L: nope, segStride: int64(nope + rope), srcSpan: spanOf(qq)}
+	b.product(kbw, qin, output{N: kvl, y: query, ys: int64(H * W), yY: int64(W), T: T, wY: int64(kvl), ny: H,
+		xRows: int64(H), xY: 1, xDiv: 1})
 	b.record("attn_query", grid1(T), [3]uint32{256, 1, 1}, int64(T*H*rope)*8,
 		uint64(query), uint64(qq.ptr), uint64(qq.stride), uint64(H), uint64(nope))
 	S := b.splits()
 	part := b.scratch(int64(T*H*S*(kvl+2)) * 4)
-	olat := b.scratch(int64(T*H*kvl) * 4)
+	olat := &tensor{ptr: b.scratch(int64(T*H*kvl) * 4), rows: T, cols: H * kvl, stride: H * kvl}
 	b.record("attn_partial", grid2(T*H, S), [3]uint32{128, 1, 1}, int64(T*H)*int64(b.maxPos+1)*int64(W)*k.esize,
 		uint64(part), uint64(query), uint64(k.layer(layer)), uint64(b.posDev()), uint64(H), uint64(S), f32bits(scale))
 	b.record("attn_combine", grid1(T*H), [3]uint32{256, 1, 1}, int64(T*H*(S+1)*(kvl+2))*4,
-		uint64(olat), uint64(part), uint64(S))
-	// o[h] = v_b[h]·o_lat[h]
-	o := b.prep(olat, int64(H*kvl), T, 1, H*kvl, 0, roundMode(vbw.typ), 0, 0)
-	b.matvec(vbw, mv{K: int64(kvl), N: int64(vdim), x: o.ptr, xs: o.rs, xY: int64(kvl), y: d.ptr, ys: int64(d.stride), yY: int64(vdim),
-		T: int64(T), wY: int64(vdim)}, H)
+		uint64(olat.ptr), uint64(part), uint64(S))
+	// o[h] = v_b[h]·o_lat[h]; each head's latent is its own row of the rounded input
+	b.writes(d)
+	oin := input{src: olat.ptr, rs: int64(H * kvl), rows: T, S: H, L: kvl, segStride: int64(kvl), srcSpan: spanOf(olat)}
+	b.product(vbw, oin, output{N: vdim, y: d.ptr, ys: int64(d.stride), yY: int64(vdim), T: T, wY: int64(vdim), ny: H,
+		xRows: int64(H), xY: 1, xDiv: 1})
 }
 
 func elementGrid(rows, cols int) [3]uint32 { return grid2(min(ceilDiv(cols, 256), 1024), rows) }
 
-// SwiGLU sets dst = silu(gate) · up.
+// SwiGLU sets dst = silu(gate) · up; right after the two products that
+// made gate and up from one input it fuses them instead.
 func (b *Backend) SwiGLU(dst, gate, up backend.Tensor) {
 	d, g, u := tens(dst), tens(gate), tens(up)
 	if d.rows != g.rows || d.rows != u.rows || d.cols != g.cols || d.cols != u.cols {
 		panic("cuda: swiglu: shapes differ")
 	}
+	if b.fuseGateUp(d, g, u) {
+		return
+	}
+	b.reads(g)
+	b.reads(u)
+	b.writes(d)
 	b.record("swiglu", elementGrid(d.rows, d.cols), [3]uint32{256, 1, 1}, int64(d.rows*d.cols)*12,
 		uint64(d.ptr), uint64(d.stride), uint64(g.ptr), uint64(g.stride), uint64(u.ptr), uint64(u.stride), uint64(d.cols))
+}
+
+// fuseGateUp turns the last two launches, mmvq into g and mmvq into u of
+// the same input and shape, into one gate/up launch writing d.
+func (b *Backend) fuseGateUp(d, g, u *tensor) bool {
+	n := len(b.launches)
+	if b.NoFusion || n < 2 {
+		return false
+	}
+	l1, l2 := &b.launches[n-2], &b.launches[n-1]
+	m1, m2 := l1.mq, l2.mq
+	if m1 == nil || m2 == nil || l1.skip || l2.skip || l1.fn != l2.fn || m1.xq != m2.xq || m1.K != m2.K || m1.N != m2.N ||
+		m1.acc != 0 || m2.acc != 0 || m1.ids != 0 || m2.ids != 0 || m1.w2 != 0 || m2.w2 != 0 || m1.rowBytes != m2.rowBytes ||
+		m1.y != g.ptr || m2.y != u.ptr || m1.ys != int64(g.stride) || m2.ys != int64(u.stride) || int(m1.N) != d.cols {
+		return false
+	}
+	m1.w2, m1.y, m1.ys = m2.w, d.ptr, int64(d.stride)
+	copy(b.args[l1.a0:l1.a0+l1.n], m1.slots())
+	l1.bytes += l2.bytes
+	b.launches = b.launches[:n-1]
+	b.writes(d)
+	return true
 }
 
 // Add sets dst += src.
@@ -188,11 +476,17 @@ func (b *Backend) Add(dst, src backend.Tensor) {
 	if d.rows != s.rows || d.cols != s.cols {
 		panic("cuda: add: shapes differ")
 	}
+	b.reads(d)
+	b.reads(s)
+	b.writes(d)
 	b.record("add", elementGrid(d.rows, d.cols), [3]uint32{256, 1, 1}, int64(d.rows*d.cols)*12,
 		uint64(d.ptr), uint64(d.stride), uint64(s.ptr), uint64(s.stride), uint64(d.cols))
 }
 
-// MoE routes every token to its experts and sets dst to their weighted sum.
+// MoE routes every token to its experts and sets dst to their weighted sum:
+// router product, one routing kernel (scores, top-k, weights), the picked
+// experts' gate/up in one launch, their down projections in another, and
+// the weighted sum.
 func (b *Backend) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing) {
 	d, x := tens(dst), tens(h)
 	router, gate, down := wt(w.Router), wt(w.Gate), wt(w.Down)
@@ -208,8 +502,9 @@ func (b *Backend) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing)
 	if d.rows != T || d.cols != K || router.dim(0) != K || gate.dim(0) != K || down.dim(0) != ff || down.dim(1) != K || used > E || E > 1024 {
 		panic(fmt.Sprintf("cuda: moe: h %d×%d, dst %d×%d, router %v, gate %v, down %v, %d used", x.rows, x.cols, d.rows, d.cols, router.dims, gate.dims, down.dims, used))
 	}
-	logits := &tensor{ptr: b.scratch(int64(T*E) * 4), rows: T, cols: E, stride: E}
-	b.matmul(logits, router, x, false)
+	in := b.inputOf(x)
+	logits := b.scratch(int64(T*E) * 4)
+	b.product(router, in, output{N: E, y: logits, ys: int64(E), T: T, ny: 1, xRows: 1})
 	ids := b.scratch(int64(T*used) * 4)
 	wts := b.scratch(int64(T*used) * 4)
 	var bias uintptr
@@ -217,26 +512,27 @@ func (b *Backend) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing)
 		bias = wt(w.Bias).ptr
 	}
 	b.record("moe_route", grid1(T), [3]uint32{32, 1, 1}, int64(T*E)*4,
-		uint64(ids), uint64(wts), uint64(logits.ptr), uint64(bias), uint64(E), uint64(used), uint64(b2i(r.Sigmoid)), uint64(b2i(r.Norm)), f32bits(r.Scale))
+		uint64(ids), uint64(wts), uint64(logits), uint64(bias), uint64(E), uint64(used), uint64(b2i(r.Sigmoid)), uint64(b2i(r.Norm)), f32bits(r.Scale))
 	P := T * used // one problem per (token, picked expert)
-	g := b.scratch(int64(P*ff) * 4)
-	u := b.scratch(int64(P*ff) * 4)
-	ag := b.prep(x.ptr, int64(x.stride), T, 1, K, 0, roundMode(gate.typ), 0, 0)
-	b.matvec(gate, mv{K: int64(K), N: int64(ff), x: ag.ptr, xY: ag.rs, xDiv: int64(used), y: g, yY: int64(ff), T: 1,
-		ids: ids, wY: int64(gateStride)}, P)
-	au := ag
-	if roundMode(up.typ) != roundMode(gate.typ) {
-		au = b.prep(x.ptr, int64(x.stride), T, 1, K, 0, roundMode(up.typ), 0, 0)
+	act := &tensor{ptr: b.scratch(int64(P*ff) * 4), rows: P, cols: ff, stride: ff}
+	experts := output{N: ff, y: act.ptr, yY: int64(ff), T: 1, ids: ids, wY: int64(gateStride), ny: P, xY: 1, xDiv: int64(used)}
+	if fastTypes[gate.typ] && gate.typ == up.typ && up.rowBytes == gate.rowBytes && !b.NoFusion {
+		experts.up, experts.upOff = up, int64(upOff)
+		b.product(gate, in, experts)
+	} else {
+		u := b.scratch(int64(P*ff) * 4)
+		b.product(gate, in, experts)
+		upw := *up
+		upw.ptr += uintptr(int64(upOff) * up.rowBytes)
+		experts.y = u
+		b.product(&upw, in, experts)
+		b.record("swiglu", elementGrid(P, ff), [3]uint32{256, 1, 1}, int64(P*ff)*12,
+			uint64(act.ptr), uint64(ff), uint64(act.ptr), uint64(ff), uint64(u), uint64(ff), uint64(ff))
 	}
-	upw := *up
-	upw.ptr += uintptr(int64(upOff) * up.rowBytes)
-	b.matvec(&upw, mv{K: int64(K), N: int64(ff), x: au.ptr, xY: au.rs, xDiv: int64(used), y: u, yY: int64(ff), T: 1,
-		ids: ids, wY: int64(gateStride)}, P)
-	b.record("swiglu", elementGrid(P, ff), [3]uint32{256, 1, 1}, int64(P*ff)*12,
-		uint64(g), uint64(ff), uint64(g), uint64(ff), uint64(u), uint64(ff), uint64(ff))
-	a := b.prep(g, int64(ff), P, 1, ff, 0, roundMode(down.typ), 0, 0)
 	outs := b.scratch(int64(P*K) * 4)
-	b.matvec(down, mv{K: int64(ff), N: int64(K), x: a.ptr, xY: a.rs, y: outs, yY: int64(K), T: 1, ids: ids, wY: int64(K)}, P)
+	ain := input{src: act.ptr, rs: int64(ff), rows: P, S: 1, L: ff, srcSpan: spanOf(act)}
+	b.product(down, ain, output{N: K, y: outs, yY: int64(K), T: 1, ids: ids, wY: int64(K), ny: P, xY: 1, xDiv: 1})
+	b.writes(d)
 	b.record("moe_combine", elementGrid(T, K), [3]uint32{256, 1, 1}, int64(P*K+T*K)*4,
 		uint64(d.ptr), uint64(d.stride), uint64(outs), uint64(wts), uint64(used), uint64(K))
 }

@@ -96,44 +96,45 @@ __device__ __forceinline__ void kscale(const u8* s, int is, int& sc, int& m) {
 // deq is weight i of a row that starts at row, in format TY. It is the
 // reference decoding (ggml's, bit for bit: products are rounded before the
 // min is subtracted); the fast kernels decode whole blocks instead.
-template <int TY> __device__ __forceinline__ float deq(const u8* __restrict__ row, i64 i);
+template <int TY> __device__ __forceinline__ float deq(const u8* __restrict__ row, i64 i, i64 K);
 
-template <> __device__ __forceinline__ float deq<T_F32>(const u8* row, i64 i) { return ((const float*)row)[i]; }
-template <> __device__ __forceinline__ float deq<T_F16>(const u8* row, i64 i) { return h2f(((const u16*)row)[i]); }
-template <> __device__ __forceinline__ float deq<T_BF16>(const u8* row, i64 i) {
+template <> __device__ __forceinline__ float deq<T_F32>(const u8* row, i64 i, i64 K) { return ((const float*)row)[i]; }
+template <> __device__ __forceinline__ float deq<T_F16>(const u8* row, i64 i, i64 K) { return h2f(((const u16*)row)[i]); }
+template <> __device__ __forceinline__ float deq<T_BF16>(const u8* row, i64 i, i64 K) {
     return __uint_as_float((u32)((const u16*)row)[i] << 16);
 }
-template <> __device__ __forceinline__ float deq<T_Q4_0>(const u8* row, i64 i) {
-    const u8* b = row + (i >> 5) * 18;
+template <> __device__ __forceinline__ float deq<T_Q4_0>(const u8* row, i64 i, i64 K) {
+    // repacked at upload: 16 quant bytes per block, then the f16 scales
+    const u8* q = row + (i >> 5) * 16;
     int j = i & 31;
-    int q = j < 16 ? (b[2 + j] & 15) : (b[2 + j - 16] >> 4);
-    return h2f(rd16(b)) * (float)(q - 8);
+    int v = j < 16 ? (q[j] & 15) : (q[j - 16] >> 4);
+    return h2f(((const u16*)(row + 16 * (K >> 5)))[i >> 5]) * (float)(v - 8);
 }
-template <> __device__ __forceinline__ float deq<T_Q4_1>(const u8* row, i64 i) {
+template <> __device__ __forceinline__ float deq<T_Q4_1>(const u8* row, i64 i, i64 K) {
     const u8* b = row + (i >> 5) * 20;
     int j = i & 31;
     int q = j < 16 ? (b[4 + j] & 15) : (b[4 + j - 16] >> 4);
     return __fadd_rn(__fmul_rn(h2f(rd16(b)), (float)q), h2f(rd16(b + 2)));
 }
-template <> __device__ __forceinline__ float deq<T_Q5_0>(const u8* row, i64 i) {
+template <> __device__ __forceinline__ float deq<T_Q5_0>(const u8* row, i64 i, i64 K) {
     const u8* b = row + (i >> 5) * 22;
     int j = i & 31;
     u32 qh = rd32(b + 2);
     int q = (j < 16 ? (b[6 + j] & 15) : (b[6 + j - 16] >> 4)) | (((qh >> j) & 1) << 4);
     return h2f(rd16(b)) * (float)(q - 16);
 }
-template <> __device__ __forceinline__ float deq<T_Q5_1>(const u8* row, i64 i) {
+template <> __device__ __forceinline__ float deq<T_Q5_1>(const u8* row, i64 i, i64 K) {
     const u8* b = row + (i >> 5) * 24;
     int j = i & 31;
     u32 qh = rd32(b + 4);
     int q = (j < 16 ? (b[8 + j] & 15) : (b[8 + j - 16] >> 4)) | (((qh >> j) & 1) << 4);
     return __fadd_rn(__fmul_rn(h2f(rd16(b)), (float)q), h2f(rd16(b + 2)));
 }
-template <> __device__ __forceinline__ float deq<T_Q8_0>(const u8* row, i64 i) {
-    const u8* b = row + (i >> 5) * 34;
-    return (float)(i8)b[2 + (i & 31)] * h2f(rd16(b));
+template <> __device__ __forceinline__ float deq<T_Q8_0>(const u8* row, i64 i, i64 K) {
+    // repacked at upload: 32 quant bytes per block, then the f16 scales
+    return (float)(i8)row[i] * h2f(((const u16*)(row + 32 * (K >> 5)))[i >> 5]);
 }
-template <> __device__ __forceinline__ float deq<T_Q2_K>(const u8* row, i64 i) {
+template <> __device__ __forceinline__ float deq<T_Q2_K>(const u8* row, i64 i, i64 K) {
     const u8* b = row + (i >> 8) * 84;
     int r = i & 255, h = r >> 7, s = (r & 127) >> 5, g = (r & 31) >> 4, j = r & 15;
     int sc = b[8 * h + 2 * s + g];
@@ -142,7 +143,7 @@ template <> __device__ __forceinline__ float deq<T_Q2_K>(const u8* row, i64 i) {
     float ml = __fmul_rn(h2f(rd16(b + 82)), (float)(sc >> 4));
     return __fsub_rn(__fmul_rn(dl, (float)q), ml);
 }
-template <> __device__ __forceinline__ float deq<T_Q3_K>(const u8* row, i64 i) {
+template <> __device__ __forceinline__ float deq<T_Q3_K>(const u8* row, i64 i, i64 K) {
     const u8* b = row + (i >> 8) * 110;
     int r = i & 255, h = r >> 7, s = (r & 127) >> 5, g = (r & 31) >> 4, j = r & 15;
     int k = 8 * h + 2 * s + g;
@@ -154,7 +155,7 @@ template <> __device__ __forceinline__ float deq<T_Q3_K>(const u8* row, i64 i) {
     int set = (b[16 * g + j] >> (4 * h + s)) & 1;
     return dl * (float)(q - (set ? 0 : 4));
 }
-template <> __device__ __forceinline__ float deq<T_Q4_K>(const u8* row, i64 i) {
+template <> __device__ __forceinline__ float deq<T_Q4_K>(const u8* row, i64 i, i64 K) {
     const u8* b = row + (i >> 8) * 144;
     int r = i & 255, c = r >> 6, sub = (r >> 5) & 1, j = r & 31;
     int sc, m;
@@ -164,7 +165,7 @@ template <> __device__ __forceinline__ float deq<T_Q4_K>(const u8* row, i64 i) {
     float ds = __fmul_rn(h2f(rd16(b)), (float)sc), dm = __fmul_rn(h2f(rd16(b + 2)), (float)m);
     return __fsub_rn(__fmul_rn(ds, (float)q), dm);
 }
-template <> __device__ __forceinline__ float deq<T_Q5_K>(const u8* row, i64 i) {
+template <> __device__ __forceinline__ float deq<T_Q5_K>(const u8* row, i64 i, i64 K) {
     const u8* b = row + (i >> 8) * 176;
     int r = i & 255, c = r >> 6, sub = (r >> 5) & 1, j = r & 31;
     int sc, m;
@@ -175,7 +176,7 @@ template <> __device__ __forceinline__ float deq<T_Q5_K>(const u8* row, i64 i) {
     float ds = __fmul_rn(h2f(rd16(b)), (float)sc), dm = __fmul_rn(h2f(rd16(b + 2)), (float)m);
     return __fsub_rn(__fmul_rn(ds, (float)q), dm);
 }
-template <> __device__ __forceinline__ float deq<T_Q6_K>(const u8* row, i64 i) {
+template <> __device__ __forceinline__ float deq<T_Q6_K>(const u8* row, i64 i, i64 K) {
     const u8* b = row + (i >> 8) * 210;
     int r = i & 255, h = r >> 7, rr = r & 127;
     int l = b[64 * h + (rr & 63)];
@@ -185,13 +186,13 @@ template <> __device__ __forceinline__ float deq<T_Q6_K>(const u8* row, i64 i) {
     float dl = h2f(rd16(b + 208)) * (float)(i8)b[192 + 8 * h + (rr >> 4)];
     return dl * (float)(q - 32);
 }
-template <> __device__ __forceinline__ float deq<T_IQ4_NL>(const u8* row, i64 i) {
+template <> __device__ __forceinline__ float deq<T_IQ4_NL>(const u8* row, i64 i, i64 K) {
     const u8* b = row + (i >> 5) * 18;
     int j = i & 31;
     int q = j < 16 ? (b[2 + j] & 15) : (b[2 + j - 16] >> 4);
     return h2f(rd16(b)) * (float)kvalues_iq4nl[q];
 }
-template <> __device__ __forceinline__ float deq<T_IQ4_XS>(const u8* row, i64 i) {
+template <> __device__ __forceinline__ float deq<T_IQ4_XS>(const u8* row, i64 i, i64 K) {
     const u8* b = row + (i >> 8) * 136;
     int r = i & 255, s = r >> 5, j = r & 31;
     int lo = (b[4 + s / 2] >> (4 * (s % 2))) & 15;
@@ -200,7 +201,7 @@ template <> __device__ __forceinline__ float deq<T_IQ4_XS>(const u8* row, i64 i)
     int q = j < 16 ? (b[8 + 16 * s + j] & 15) : (b[8 + 16 * s + j - 16] >> 4);
     return dl * (float)kvalues_iq4nl[q];
 }
-template <> __device__ __forceinline__ float deq<T_MXFP4>(const u8* row, i64 i) {
+template <> __device__ __forceinline__ float deq<T_MXFP4>(const u8* row, i64 i, i64 K) {
     const u8* b = row + (i >> 5) * 17;
     int j = i & 31;
     int q = j < 16 ? (b[1 + j] & 15) : (b[1 + j - 16] >> 4);

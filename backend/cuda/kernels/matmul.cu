@@ -32,7 +32,7 @@ template <int TY> __device__ __forceinline__ void gemv_impl(const MV& p) {
     for (int t0 = 0; t0 < p.T; t0 += 4) {
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
         for (i64 i = lane; i < p.K; i += 32) {
-            float wv = deq<TY>(row, i);
+            float wv = deq<TY>(row, i, p.K);
 #pragma unroll
             for (int u = 0; u < 4; u++)
                 if (t0 + u < p.T) acc[u] += wv * x[(t0 + u) * p.xs + i];
@@ -69,7 +69,7 @@ template <int TY> __device__ __forceinline__ void gemm_impl(const MV& p) {
         for (int e = threadIdx.x; e < 64 * 32; e += blockDim.x) {
             int r = e >> 5, kk = e & 31;
             i64 o = o0 + r, k = k0 + kk;
-            Ws[kk][r] = (o < p.N && k < p.K) ? deq<TY>(p.w + (wrow0 + o) * p.rowBytes, k) : 0.f;
+            Ws[kk][r] = (o < p.N && k < p.K) ? deq<TY>(p.w + (wrow0 + o) * p.rowBytes, k, p.K) : 0.f;
             int t = t0 + r;
             Xs[kk][r] = (t < p.T && k < p.K) ? x[t * p.xs + k] : 0.f;
         }
@@ -105,7 +105,7 @@ template <int TY> __device__ __forceinline__ void gemm_impl(const MV& p) {
 // embed: dst[t] = row tokens[t] of the table, decoded.
 template <int TY> __device__ __forceinline__ void embed_impl(float* dst, i64 ds, const u8* table, i64 rowBytes, int dim, const int* tokens) {
     const u8* row = table + (i64)tokens[blockIdx.x] * rowBytes;
-    for (int j = threadIdx.x; j < dim; j += blockDim.x) dst[blockIdx.x * ds + j] = deq<TY>(row, j);
+    for (int j = threadIdx.x; j < dim; j += blockDim.x) dst[blockIdx.x * ds + j] = deq<TY>(row, j, dim);
 }
 
 #define INSTANTIATE(TY)                                                                                      \
