@@ -33,6 +33,8 @@ type File struct {
 	// ReportSize overrides the size the Hub reports (listing and
 	// X-Linked-Size) when non-zero, as for a file too big for the disk.
 	ReportSize int64
+
+	sum string // SHA256(Data), computed once
 }
 
 // Request is one request either server received.
@@ -62,7 +64,11 @@ type Server struct {
 func New(t testing.TB, repos map[string][]File) *Server {
 	s := &Server{repos: map[string][]File{}, cuts: map[string][]int64{}}
 	for k, v := range repos {
-		s.repos[strings.ToLower(k)] = v
+		files := append([]File(nil), v...)
+		for i := range files {
+			files[i].sum = SHA256(files[i].Data)
+		}
+		s.repos[strings.ToLower(k)] = files
 	}
 	s.hub = httptest.NewServer(http.HandlerFunc(s.serveHub))
 	s.cdn = httptest.NewServer(http.HandlerFunc(s.serveCDN))
@@ -162,7 +168,7 @@ func (s *Server) serveHub(w http.ResponseWriter, r *http.Request) {
 		path := strings.Join(parts[4:], "/")
 		for _, f := range files {
 			if f.Path == path {
-				sum := SHA256(f.Data)
+				sum := f.sum
 				w.Header().Set("Location", s.cdn.URL+"/blobs/"+sum+"/"+path+"?signature=x")
 				w.Header().Set("X-Linked-Etag", `"`+sum+`"`)
 				w.Header().Set("ETag", `"`+sum+`"`)
@@ -201,7 +207,7 @@ func (s *Server) serveTree(w http.ResponseWriter, r *http.Request, files []File)
 			entries = append(entries, entry{Type: "directory", OID: strings.Repeat("d", 40), Path: f.Path[:i]})
 		}
 		entries = append(entries, entry{Type: "file", OID: strings.Repeat("b", 40), Size: size(f), Path: f.Path,
-			LFS: &lfs{OID: SHA256(f.Data), Size: size(f), PointerSize: 134}})
+			LFS: &lfs{OID: f.sum, Size: size(f), PointerSize: 134}})
 	}
 	entries = append(entries, entry{Type: "file", OID: strings.Repeat("c", 40), Size: 1519, Path: ".gitattributes"})
 	start := 0
@@ -233,7 +239,7 @@ func (s *Server) serveCDN(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	for _, files := range s.repos {
 		for i := range files {
-			if files[i].Path == parts[1] && SHA256(files[i].Data) == parts[0] {
+			if files[i].Path == parts[1] && files[i].sum == parts[0] {
 				file = &files[i]
 			}
 		}
