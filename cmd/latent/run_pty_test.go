@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,8 +15,6 @@ import (
 	"time"
 
 	"github.com/creack/pty"
-
-	"github.com/latent-ai/latent/gguf"
 )
 
 // TestLatentProcess is not a test: it is latent itself, started by the
@@ -149,17 +146,6 @@ func atoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// glmChatModel is the golden tiny GLM model with GLM-4.7-Flash's chat
-// template: its vocabulary has the template's special tokens.
-func glmChatModel(t *testing.T) string {
-	t.Helper()
-	tmpl, err := os.ReadFile(filepath.Join(goldenDir, "templates", "GLM-4.7-Flash.jinja"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return withMetadata(t, "tiny-glm-f32", map[string]gguf.Value{"tokenizer.chat_template": gguf.String(string(tmpl))})
 }
 
 // promptRe is a fresh prompt waiting for input (after the escape that
