@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/latent-ai/latent/backend/cuda"
+	"github.com/latent-ai/latent/model"
+)
+
+func newProfileCmd() *cobra.Command {
+	var (
+		depth, top int
+		each       bool
+		opts       model.Options
+	)
+	cmd := &cobra.Command{
+		Use:   "profile MODEL [--depth N] [--top 15] [--each]",
+		Short: "Time every GPU kernel of one decode step: time, bytes moved, GB/s and share of the step",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if depth < 0 || top < 0 {
+				return fmt.Errorf("--depth %d, --top %d: must not be negative", depth, top)
+			}
+			opts.Backend = "cuda"
+			opts.Context = depth + 2
+			lm, err := model.Load(args[0], opts)
+			if err != nil {
+				return err
+			}
+			defer lm.Close()
+			be := lm.Backend.(*cuda.Backend)
+			m := lm.Model
+			// fill the cache to the depth asked for, then warm up one step
+			prompt := make([]int32, depth+1)
+			for i := range prompt {
+				prompt[i] = int32((i*7919 + 1) % m.Vocab())
+			}
+			if _, err := m.Forward(prompt, false); err != nil {
+				return err
+			}
+			var ferr error
+			times, err := be.Profile(func() { _, ferr = m.Forward([]int32{1}, false) })
+			if err == nil {
+				err = ferr
+			}
+			if err != nil {
+				return err
+			}
+			c := be.Compiled()
+			info := be.Device()
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "%s: %s, decode step at depth %d, %d kernels; kernels compiled in %.3f s (%d of %d modules from the cache)\n",
+				args[0], info.Name, depth, len(times), c.Seconds, c.Cached, c.Modules)
+			printProfile(w, times, top, each)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&depth, "depth", 0, "tokens in the cache before the profiled step")
+	f.IntVar(&top, "top", 15, "kernels to list in the summary (0: all)")
+	f.BoolVar(&each, "each", false, "also list every launch in order")
+	return cmd
+}
+
+// printProfile writes the kernels grouped by name (heaviest first) and,
+// with each, every launch in order.
+func printProfile(w io.Writer, times []cuda.KernelTime, top int, each bool) {
+	var total float64
+	for _, t := range times {
+		total += t.Seconds
+	}
+	type group struct {
+		name  string
+		n     int
+		sec   float64
+		bytes int64
+	}
+	byName := map[string]*group{}
+	var groups []*group
+	for _, t := range times {
+		g := byName[t.Name]
+		if g == nil {
+			g = &group{name: t.Name}
+			byName[t.Name] = g
+			groups = append(groups, g)
+		}
+		g.n++
+		g.sec += t.Seconds
+		g.bytes += t.Bytes
+	}
+	sort.SliceStable(groups, func(i, j int) bool { return groups[i].sec > groups[j].sec })
+	if top > 0 && len(groups) > top {
+		groups = groups[:top]
+	}
+	gbs := func(b int64, s float64) float64 {
+		if s <= 0 {
+			return 0
+		}
+		return float64(b) / s / 1e9
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "kernel\tlaunches\ttime µs\tMB\tGB/s\tshare\t\n")
+	for _, g := range groups {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.2f\t%.0f\t%.1f%%\t\n", g.name, g.n, g.sec*1e6, float64(g.bytes)/1e6, gbs(g.bytes, g.sec), 100*g.sec/total)
+	}
+	var bytes int64
+	for _, t := range times {
+		bytes += t.Bytes
+	}
+	fmt.Fprintf(tw, "step\t%d\t%.1f\t%.2f\t%.0f\t100%%\t\n", len(times), total*1e6, float64(bytes)/1e6, gbs(bytes, total))
+	tw.Flush()
+	if !each {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "#\tkernel\ttime µs\tMB\tGB/s\tshare\t\n")
+	for i, t := range times {
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.3f\t%.0f\t%.2f%%\t\n", i, t.Name, t.Seconds*1e6, float64(t.Bytes)/1e6, gbs(t.Bytes, t.Seconds), 100*t.Seconds/total)
+	}
+	tw.Flush()
+}
