@@ -32,6 +32,8 @@ type CPU struct {
 	mm   mmJob   // the running matmul
 	attn attnJob // the running attention
 	moe  moeBufs
+	// per-worker results of a four-token kernel
+	quads [][4]float32
 }
 
 var _ backend.Backend = (*CPU)(nil)

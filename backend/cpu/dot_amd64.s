@@ -27,36 +27,78 @@ TEXT ·dotQ4_0x1AVX2(SB), NOSPLIT, $0-56
 	MOVQ    k+40(FP), DI
 	SHRQ    $0x03, DI
 	VXORPS  Y0, Y0, Y0
-	VMOVDQU nibbleMask<>+0(SB), Y1
-	VMOVDQU onesI16<>+0(SB), Y2
+	VXORPS  Y1, Y1, Y1
+	VMOVDQU nibbleMask<>+0(SB), Y2
+	VMOVDQU onesI16<>+0(SB), Y3
 
 dotQ4_0x1AVX2_loop:
+	CMPQ         SI, $0x00000002
+	JL           dotQ4_0x1AVX2_tail
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VMOVDQU      2(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VBROADCASTSS (DX), Y6
+	VMULPS       Y4, Y6, Y6
+	VPMADDUBSW   (CX), Y5, Y4
+	VPMADDWD     Y3, Y4, Y4
+	VPSUBD       (BX), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y6, Y0
+	MOVWLZX      18(AX), DI
+	VMOVD        DI, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VMOVDQU      20(AX), X7
+	VPSRLW       $0x04, X7, X5
+	VINSERTI128  $0x01, X5, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VBROADCASTSS 4(DX), Y6
+	VMULPS       Y4, Y6, Y6
+	VPMADDUBSW   32(CX), Y7, Y4
+	VPMADDWD     Y3, Y4, Y4
+	VPSUBD       32(BX), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y6, Y1
+	ADDQ         $0x00000024, AX
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000040, BX
+	ADDQ         $0x00000008, DX
+	SUBQ         $0x00000002, SI
+	JMP          dotQ4_0x1AVX2_loop
+
+dotQ4_0x1AVX2_tail:
 	TESTQ        SI, SI
 	JZ           dotQ4_0x1AVX2_done
 	MOVWLZX      (AX), DI
-	VMOVD        DI, X3
-	VCVTPH2PS    X3, X3
-	VBROADCASTSS X3, Y3
-	VMOVDQU      2(AX), X4
-	VPSRLW       $0x04, X4, X5
-	VINSERTI128  $0x01, X5, Y4, Y4
-	VPAND        Y1, Y4, Y4
+	VMOVD        DI, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VMOVDQU      2(AX), X8
+	VPSRLW       $0x04, X8, X5
+	VINSERTI128  $0x01, X5, Y8, Y8
+	VPAND        Y2, Y8, Y8
 	VBROADCASTSS (DX), Y5
-	VMULPS       Y3, Y5, Y5
-	VPMADDUBSW   (CX), Y4, Y3
-	VPMADDWD     Y2, Y3, Y3
-	VPSUBD       (BX), Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  Y3, Y5, Y0
+	VMULPS       Y4, Y5, Y5
+	VPMADDUBSW   (CX), Y8, Y4
+	VPMADDWD     Y3, Y4, Y4
+	VPSUBD       (BX), Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y5, Y0
 	ADDQ         $0x00000012, AX
 	ADDQ         $0x00000020, CX
 	ADDQ         $0x00000020, BX
 	ADDQ         $0x00000004, DX
 	DECQ         SI
-	JMP          dotQ4_0x1AVX2_loop
+	JMP          dotQ4_0x1AVX2_tail
 
 dotQ4_0x1AVX2_done:
 	MOVQ         out+48(FP), AX
+	VADDPS       Y1, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
 	VADDPS       X1, X0, X0
 	VHADDPS      X0, X0, X0
@@ -76,35 +118,75 @@ TEXT ·dotQ8_0x1AVX2(SB), NOSPLIT, $0-56
 	MOVQ    k+40(FP), DI
 	SHRQ    $0x03, DI
 	VXORPS  Y0, Y0, Y0
-	VMOVDQU nibbleMask<>+0(SB), Y1
-	VMOVDQU onesI16<>+0(SB), Y1
+	VXORPS  Y1, Y1, Y1
+	VMOVDQU nibbleMask<>+0(SB), Y2
+	VMOVDQU onesI16<>+0(SB), Y2
 
 dotQ8_0x1AVX2_loop:
+	CMPQ         SI, $0x00000002
+	JL           dotQ8_0x1AVX2_tail
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      2(AX), Y4
+	VPABSB       Y4, Y5
+	VBROADCASTSS (DX), Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVDQU      (CX), Y3
+	VPSIGNB      Y4, Y3, Y3
+	VPMADDUBSW   Y3, Y5, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y6, Y0
+	MOVWLZX      34(AX), DI
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      36(AX), Y4
+	VPABSB       Y4, Y5
+	VBROADCASTSS 4(DX), Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVDQU      32(CX), Y3
+	VPSIGNB      Y4, Y3, Y3
+	VPMADDUBSW   Y3, Y5, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y6, Y1
+	ADDQ         $0x00000044, AX
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000040, BX
+	ADDQ         $0x00000008, DX
+	SUBQ         $0x00000002, SI
+	JMP          dotQ8_0x1AVX2_loop
+
+dotQ8_0x1AVX2_tail:
 	TESTQ        SI, SI
 	JZ           dotQ8_0x1AVX2_done
 	MOVWLZX      (AX), DI
-	VMOVD        DI, X2
-	VCVTPH2PS    X2, X2
-	VBROADCASTSS X2, Y2
-	VMOVDQU      2(AX), Y3
-	VPABSB       Y3, Y4
-	VBROADCASTSS (DX), Y5
-	VMULPS       Y2, Y5, Y5
-	VMOVDQU      (CX), Y2
-	VPSIGNB      Y3, Y2, Y2
-	VPMADDUBSW   Y2, Y4, Y2
-	VPMADDWD     Y1, Y2, Y2
-	VCVTDQ2PS    Y2, Y2
-	VFMADD231PS  Y2, Y5, Y0
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      2(AX), Y4
+	VPABSB       Y4, Y5
+	VBROADCASTSS (DX), Y6
+	VMULPS       Y3, Y6, Y6
+	VMOVDQU      (CX), Y3
+	VPSIGNB      Y4, Y3, Y3
+	VPMADDUBSW   Y3, Y5, Y3
+	VPMADDWD     Y2, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y6, Y0
 	ADDQ         $0x00000022, AX
 	ADDQ         $0x00000020, CX
 	ADDQ         $0x00000020, BX
 	ADDQ         $0x00000004, DX
 	DECQ         SI
-	JMP          dotQ8_0x1AVX2_loop
+	JMP          dotQ8_0x1AVX2_tail
 
 dotQ8_0x1AVX2_done:
 	MOVQ         out+48(FP), AX
+	VADDPS       Y1, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
 	VADDPS       X1, X0, X0
 	VHADDPS      X0, X0, X0
@@ -134,8 +216,8 @@ TEXT ·dotQ4_0x4AVX2(SB), NOSPLIT, $0-56
 	VMOVDQU onesI16<>+0(SB), Y5
 
 dotQ4_0x4AVX2_loop:
-	TESTQ        SI, SI
-	JZ           dotQ4_0x4AVX2_done
+	CMPQ         SI, $0x00000001
+	JL           dotQ4_0x4AVX2_tail
 	MOVWLZX      (AX), R11
 	VMOVD        R11, X6
 	VCVTPH2PS    X6, X6
@@ -176,8 +258,54 @@ dotQ4_0x4AVX2_loop:
 	ADDQ         $0x00000020, CX
 	ADDQ         $0x00000020, BX
 	ADDQ         $0x00000004, DX
-	DECQ         SI
+	SUBQ         $0x00000001, SI
 	JMP          dotQ4_0x4AVX2_loop
+
+dotQ4_0x4AVX2_tail:
+	TESTQ        SI, SI
+	JZ           dotQ4_0x4AVX2_done
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	VMOVDQU      2(AX), X10
+	VPSRLW       $0x04, X10, X7
+	VINSERTI128  $0x01, X7, Y10, Y10
+	VPAND        Y4, Y10, Y10
+	VBROADCASTSS (DX), Y8
+	VMULPS       Y6, Y8, Y8
+	VPMADDUBSW   (CX), Y10, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPSUBD       (BX), Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y8, Y0
+	VBROADCASTSS (DX)(R8*1), Y8
+	VMULPS       Y6, Y8, Y8
+	VPMADDUBSW   (CX)(DI*1), Y10, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPSUBD       (BX)(DI*1), Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y8, Y1
+	VBROADCASTSS (DX)(R8*2), Y8
+	VMULPS       Y6, Y8, Y8
+	VPMADDUBSW   (CX)(DI*2), Y10, Y7
+	VPMADDWD     Y5, Y7, Y7
+	VPSUBD       (BX)(DI*2), Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y8, Y2
+	VBROADCASTSS (DX)(R10*1), Y7
+	VMULPS       Y6, Y7, Y7
+	VPMADDUBSW   (CX)(R9*1), Y10, Y6
+	VPMADDWD     Y5, Y6, Y6
+	VPSUBD       (BX)(R9*1), Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y7, Y3
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000004, DX
+	DECQ         SI
+	JMP          dotQ4_0x4AVX2_tail
 
 dotQ4_0x4AVX2_done:
 	MOVQ         out+48(FP), AX
@@ -225,6 +353,54 @@ TEXT ·dotQ8_0x4AVX2(SB), NOSPLIT, $0-56
 	VMOVDQU onesI16<>+0(SB), Y4
 
 dotQ8_0x4AVX2_loop:
+	CMPQ         SI, $0x00000001
+	JL           dotQ8_0x4AVX2_tail
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS X5, Y5
+	VMOVDQU      2(AX), Y6
+	VPABSB       Y6, Y7
+	VBROADCASTSS (DX), Y9
+	VMULPS       Y5, Y9, Y9
+	VMOVDQU      (CX), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  Y8, Y9, Y0
+	VBROADCASTSS (DX)(R8*1), Y9
+	VMULPS       Y5, Y9, Y9
+	VMOVDQU      (CX)(DI*1), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  Y8, Y9, Y1
+	VBROADCASTSS (DX)(R8*2), Y9
+	VMULPS       Y5, Y9, Y9
+	VMOVDQU      (CX)(DI*2), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  Y8, Y9, Y2
+	VBROADCASTSS (DX)(R10*1), Y8
+	VMULPS       Y5, Y8, Y8
+	VMOVDQU      (CX)(R9*1), Y5
+	VPSIGNB      Y6, Y5, Y5
+	VPMADDUBSW   Y5, Y7, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y8, Y3
+	ADDQ         $0x00000022, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000004, DX
+	SUBQ         $0x00000001, SI
+	JMP          dotQ8_0x4AVX2_loop
+
+dotQ8_0x4AVX2_tail:
 	TESTQ        SI, SI
 	JZ           dotQ8_0x4AVX2_done
 	MOVWLZX      (AX), R11
@@ -270,7 +446,7 @@ dotQ8_0x4AVX2_loop:
 	ADDQ         $0x00000020, BX
 	ADDQ         $0x00000004, DX
 	DECQ         SI
-	JMP          dotQ8_0x4AVX2_loop
+	JMP          dotQ8_0x4AVX2_tail
 
 dotQ8_0x4AVX2_done:
 	MOVQ         out+48(FP), AX

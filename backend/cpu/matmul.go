@@ -136,9 +136,9 @@ func (j *mmJob) do(lo, hi, worker int) {
 			row := w.data[r*rb : (r+1)*rb]
 			t := 0
 			if j.kern.four != nil {
-				var out [4]float32
+				out := &j.c.quads[worker]
 				for ; t+4 <= a.rows; t += 4 {
-					j.kern.four(row, a, t, &out)
+					j.kern.four(row, a, t, out)
 					for i, v := range out {
 						j.put(t+i, o, v)
 					}
@@ -173,6 +173,9 @@ func (c *CPU) matmul(d *tensor, dstOff, out int, w *weight, rowOff int, s *tenso
 	c.act.prepare(s, srcOff, in, w.typ, kern.one != nil)
 	if kern.one == nil {
 		c.scratch(in)
+	}
+	if len(c.quads) < c.pool.n {
+		c.quads = make([][4]float32, c.pool.n)
 	}
 	c.mm = mmJob{c: c, d: d, dstOff: dstOff, w: w, rowOff: rowOff, a: &c.act, kern: kern, accumulate: accumulate}
 	c.pool.run(out, split(out, c.pool.n, 4), &c.mm)

@@ -84,72 +84,100 @@ func dotAVX2(n int, q4 bool, nibbles, ones Mem) {
 		return Mem{Base: m.Base, Index: s3, Scale: 1, Disp: m.Disp}
 	}
 
-	acc := make([]VecVirtual, n)
-	for i := range acc {
-		acc[i] = YMM()
-		VXORPS(acc[i], acc[i], acc[i])
+	// One accumulator per token; one token gets two, alternating between
+	// blocks, so that consecutive FMAs do not wait on each other.
+	unroll := 1
+	if n == 1 {
+		unroll = 2
+	}
+	acc := make([][]VecVirtual, unroll)
+	for u := range acc {
+		acc[u] = make([]VecVirtual, n)
+		for i := range acc[u] {
+			acc[u][i] = YMM()
+			VXORPS(acc[u][i], acc[u][i], acc[u][i])
+		}
 	}
 	mask, one := YMM(), YMM()
 	VMOVDQU(nibbles, mask)
 	VMOVDQU(ones, one)
 
+	// block emits the work of block b of the current group.
+	block := func(b int, acc []VecVirtual) {
+		wb, qb, sb, db := w.Offset(b*blockBytes), qs.Offset(32*b), s4.Offset(32*b), d.Offset(4*b)
+		// The weight block's scale, broadcast: f16 → f32.
+		h := GP32()
+		MOVWLZX(wb, h)
+		dw := YMM()
+		VMOVD(h, dw.AsX())
+		VCVTPH2PS(dw.AsX(), dw.AsX())
+		VBROADCASTSS(dw.AsX(), dw)
+
+		wq := YMM()
+		var wabs VecVirtual
+		if q4 {
+			hi := XMM()
+			VMOVDQU(wb.Offset(2), wq.AsX())
+			VPSRLW(U8(4), wq.AsX(), hi)
+			VINSERTI128(U8(1), hi, wq, wq)
+			VPAND(mask, wq, wq)
+		} else {
+			VMOVDQU(wb.Offset(2), wq)
+			wabs = YMM()
+			VPABSB(wq, wabs)
+		}
+		for t := 0; t < n; t++ {
+			p, sc := YMM(), YMM()
+			VBROADCASTSS(tok(db, t, kd, kd3), sc)
+			VMULPS(dw, sc, sc)
+			if q4 {
+				VPMADDUBSW(tok(qb, t, k, k3), wq, p)
+				VPMADDWD(one, p, p)
+				VPSUBD(tok(sb, t, k, k3), p, p)
+			} else {
+				a := YMM()
+				VMOVDQU(tok(qb, t, k, k3), a)
+				VPSIGNB(wq, a, a)
+				VPMADDUBSW(a, wabs, p)
+				VPMADDWD(one, p, p)
+			}
+			VCVTDQ2PS(p, p)
+			VFMADD231PS(p, sc, acc[t])
+		}
+	}
+	advance := func(blocks int) {
+		ADDQ(U32(blocks*blockBytes), w.Base)
+		ADDQ(U32(32*blocks), qs.Base)
+		ADDQ(U32(32*blocks), s4.Base)
+		ADDQ(U32(4*blocks), d.Base)
+	}
+
 	Label(name + "_loop")
+	CMPQ(nb, U32(unroll))
+	JL(LabelRef(name + "_tail"))
+	for u := 0; u < unroll; u++ {
+		block(u, acc[u])
+	}
+	advance(unroll)
+	SUBQ(U32(unroll), nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_tail")
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
-
-	// The weight block's scale, broadcast: f16 → f32.
-	h := GP32()
-	MOVWLZX(w, h)
-	dw := YMM()
-	VMOVD(h, dw.AsX())
-	VCVTPH2PS(dw.AsX(), dw.AsX())
-	VBROADCASTSS(dw.AsX(), dw)
-
-	wq := YMM()
-	if q4 {
-		hi := XMM()
-		VMOVDQU(w.Offset(2), wq.AsX())
-		VPSRLW(U8(4), wq.AsX(), hi)
-		VINSERTI128(U8(1), hi, wq, wq)
-		VPAND(mask, wq, wq)
-	} else {
-		VMOVDQU(w.Offset(2), wq)
-	}
-	var wabs VecVirtual
-	if !q4 {
-		wabs = YMM()
-		VPABSB(wq, wabs)
-	}
-	for t := 0; t < n; t++ {
-		p, sc := YMM(), YMM()
-		VBROADCASTSS(tok(d, t, kd, kd3), sc)
-		VMULPS(dw, sc, sc)
-		if q4 {
-			VPMADDUBSW(tok(qs, t, k, k3), wq, p)
-			VPMADDWD(one, p, p)
-			VPSUBD(tok(s4, t, k, k3), p, p)
-		} else {
-			a := YMM()
-			VMOVDQU(tok(qs, t, k, k3), a)
-			VPSIGNB(wq, a, a)
-			VPMADDUBSW(a, wabs, p)
-			VPMADDWD(one, p, p)
-		}
-		VCVTDQ2PS(p, p)
-		VFMADD231PS(p, sc, acc[t])
-	}
-	ADDQ(U32(blockBytes), w.Base)
-	ADDQ(U32(32), qs.Base)
-	ADDQ(U32(32), s4.Base)
-	ADDQ(U32(4), d.Base)
+	block(0, acc[0])
+	advance(1)
 	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
+	JMP(LabelRef(name + "_tail"))
 
 	Label(name + "_done")
 	out := Mem{Base: Load(Param("out"), GP64())}
 	for t := 0; t < n; t++ {
-		x, top := acc[t].AsX(), XMM()
-		VEXTRACTF128(U8(1), acc[t], top)
+		for u := 1; u < unroll; u++ {
+			VADDPS(acc[u][t], acc[0][t], acc[0][t])
+		}
+		x, top := acc[0][t].AsX(), XMM()
+		VEXTRACTF128(U8(1), acc[0][t], top)
 		VADDPS(top, x, x)
 		VHADDPS(x, x, x)
 		VHADDPS(x, x, x)

@@ -1,0 +1,162 @@
+// Package bench measures a model's prefill and decode speed the way `latent
+// bench` reports it: per cache depth, medians over repetitions.
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/latent-ai/latent/backend"
+)
+
+// Model is what a benchmark drives: a batched forward pass over the next
+// positions of one sequence.
+type Model interface {
+	Forward(tokens []int32, all bool) ([]float32, error)
+	Vocab() int
+	Context() int
+	Reset()
+}
+
+// Options say what to measure.
+type Options struct {
+	Prefill int   // prompt tokens timed in one batch (-p)
+	Decode  int   // tokens decoded one at a time (-n)
+	Depths  []int // tokens already in the cache before timing
+	Reps    int   // repetitions; the report is their median
+	// BytesPerToken is the weight bytes one decode step reads
+	// (deepseek2.FootprintOf), for the effective bandwidth.
+	BytesPerToken int64
+}
+
+// Result is one depth's figures, medians over the repetitions.
+type Result struct {
+	Backend         string  `json:"backend"`
+	Model           string  `json:"model"`
+	Depth           int     `json:"depth"`
+	Prefill         int     `json:"prefill_tokens"`
+	Decode          int     `json:"decode_tokens"`
+	Threads         int     `json:"threads,omitempty"`
+	PrefillTokS     float64 `json:"prefill_tok_s"`
+	DecodeTokS      float64 `json:"decode_tok_s"`
+	MsPerToken      float64 `json:"ms_per_token"`      // decode
+	KernelsPerToken float64 `json:"kernels_per_token"` // backend operations per decode step; 0 when the backend does not count
+	BytesPerToken   int64   `json:"bytes_per_token"`   // weight bytes read per decode step
+	GBs             float64 `json:"gb_s"`              // BytesPerToken at the decode rate, in 10⁹ bytes/s
+}
+
+// Need is the context a run of o needs: the deepest cache plus the timed tokens.
+func (o Options) Need() int {
+	return slices.Max(append([]int{0}, o.Depths...)) + o.Prefill + o.Decode
+}
+
+func (o Options) check(ctx int) error {
+	switch {
+	case o.Prefill < 1:
+		return fmt.Errorf("bench: prefill of %d tokens: need at least 1", o.Prefill)
+	case o.Decode < 1:
+		return fmt.Errorf("bench: %d decode tokens: need at least 1", o.Decode)
+	case o.Reps < 1:
+		return fmt.Errorf("bench: %d repetitions: need at least 1", o.Reps)
+	case len(o.Depths) == 0:
+		return fmt.Errorf("bench: no depths")
+	}
+	for _, d := range o.Depths {
+		if d < 0 {
+			return fmt.Errorf("bench: depth %d is negative", d)
+		}
+	}
+	if n := o.Need(); n > ctx {
+		return fmt.Errorf("bench: depth %d + %d prefill + %d decode tokens exceed the context of %d", n-o.Prefill-o.Decode, o.Prefill, o.Decode, ctx)
+	}
+	return nil
+}
+
+// tokens returns n token ids spread over the vocabulary, deterministic.
+func tokens(n, vocab, seed int) []int32 {
+	t := make([]int32, n)
+	for i := range t {
+		t[i] = int32((uint64(i+seed)*2654435761 + 17) % uint64(vocab))
+	}
+	return t
+}
+
+// Run measures m on be (whose Name and operation count, if it is a
+// backend.Counter, go into the results) at every depth of o.
+func Run(m Model, be backend.Backend, modelName string, o Options) ([]Result, error) {
+	if err := o.check(m.Context()); err != nil {
+		return nil, err
+	}
+	V := m.Vocab()
+	prompt := tokens(o.Prefill, V, 1)
+	var out []Result
+	for _, depth := range o.Depths {
+		var pre, dec, kern []float64
+		for r := 0; r < o.Reps; r++ {
+			m.Reset()
+			// Fill the cache to depth in batches of at most 512 tokens.
+			for done := 0; done < depth; {
+				n := min(512, depth-done)
+				if _, err := m.Forward(tokens(n, V, 1000+done), false); err != nil {
+					return nil, fmt.Errorf("bench: filling the cache to %d: %w", depth, err)
+				}
+				done += n
+			}
+			start := time.Now()
+			logits, err := m.Forward(prompt, false)
+			if err != nil {
+				return nil, fmt.Errorf("bench: prefill: %w", err)
+			}
+			pre = append(pre, float64(o.Prefill)/time.Since(start).Seconds())
+
+			next := []int32{argmax(logits)}
+			launches := count(be)
+			start = time.Now()
+			for i := 0; i < o.Decode; i++ {
+				if logits, err = m.Forward(next, false); err != nil {
+					return nil, fmt.Errorf("bench: decode step %d: %w", i, err)
+				}
+				next[0] = argmax(logits)
+			}
+			dec = append(dec, float64(o.Decode)/time.Since(start).Seconds())
+			kern = append(kern, float64(count(be)-launches)/float64(o.Decode))
+		}
+		res := Result{Backend: be.Name(), Model: modelName, Depth: depth, Prefill: o.Prefill, Decode: o.Decode,
+			PrefillTokS: median(pre), DecodeTokS: median(dec), KernelsPerToken: median(kern), BytesPerToken: o.BytesPerToken}
+		if t, ok := be.(interface{ Threads() int }); ok {
+			res.Threads = t.Threads()
+		}
+		res.MsPerToken = 1000 / res.DecodeTokS
+		res.GBs = float64(o.BytesPerToken) * res.DecodeTokS / 1e9
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func count(be backend.Backend) uint64 {
+	if c, ok := be.(backend.Counter); ok {
+		return c.Launches()
+	}
+	return 0
+}
+
+func argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+func median(x []float64) float64 {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/latent-ai/latent/bench"
+	"github.com/latent-ai/latent/model"
+	"github.com/latent-ai/latent/model/deepseek2"
+)
+
+func newBenchCmd() *cobra.Command {
+	var (
+		o      bench.Options
+		opts   model.Options
+		depths string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench MODEL [-p 512] [-n 128] [--depth 0,4096] [--reps 5] [--json]",
+		Short: "Measure prefill and decode speed (tokens/s, kernels and weight bytes per token, GB/s) at cache depths",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if o.Depths, err = parseDepths(depths); err != nil {
+				return err
+			}
+			if o.Prefill < 1 || o.Decode < 1 || o.Reps < 1 {
+				return fmt.Errorf("-p %d, -n %d, --reps %d: each must be at least 1", o.Prefill, o.Decode, o.Reps)
+			}
+			opts.Context = o.Need()
+			lm, err := model.Load(args[0], opts)
+			if err != nil {
+				return err
+			}
+			defer lm.Close()
+			o.BytesPerToken = deepseek2.FootprintOf(lm.File, lm.Model.Config).DecodeBytes
+			res, err := bench.Run(lm.Model, lm.Backend, filepath.Base(args[0]), o)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			return printBench(cmd.OutOrStdout(), res)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVarP(&o.Prefill, "prefill", "p", 512, "prompt tokens prefilled in one timed batch")
+	f.IntVarP(&o.Decode, "decode", "n", 128, "tokens decoded one at a time")
+	f.StringVar(&depths, "depth", "0", "comma-separated cache depths: tokens already in the cache before timing")
+	f.IntVar(&o.Reps, "reps", 5, "repetitions per depth (the figures are medians)")
+	f.BoolVar(&asJSON, "json", false, "print a JSON array, one object per depth")
+	f.StringVar(&opts.Backend, "backend", "auto", "backend to run on: auto or cpu")
+	f.IntVar(&opts.Threads, "threads", 0, "CPU threads (0: one per core)")
+	return cmd
+}
+
+// parseDepths reads a comma-separated list of cache depths.
+func parseDepths(s string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("--depth: %q is not a token count", p)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func printBench(w io.Writer, res []bench.Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "backend\tmodel\tdepth\tprefill tok/s\tdecode tok/s\tms/token\tkernels/token\tMB/token\tGB/s\t")
+	for _, r := range res {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.2f\t%.2f\t%.0f\t%.0f\t%.1f\t\n", r.Backend, r.Model, r.Depth,
+			r.PrefillTokS, r.DecodeTokS, r.MsPerToken, r.KernelsPerToken, float64(r.BytesPerToken)/1e6, r.GBs)
+	}
+	return tw.Flush()
+}

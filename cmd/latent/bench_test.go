@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/latent-ai/latent/synth"
+)
+
+// writeTiny synthesizes a tiny model file for command tests.
+func writeTiny(t *testing.T, preset string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), preset+".gguf")
+	if _, _, err := synth.WriteFile(context.Background(), path, synth.Options{Preset: preset, Format: synth.Q4_0, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestBenchJSON(t *testing.T) {
+	path := writeTiny(t, "tiny-dsv2")
+	out, err := runLatent(t, "bench", path, "--backend", "cpu", "-p", "8", "-n", "4", "--depth", "0,16", "--reps", "3", "--json", "--threads", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("not a JSON array: %v\n%s", err, out)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want one per depth (2)", len(rows))
+	}
+	for i, r := range rows {
+		for _, k := range []string{"backend", "model", "depth", "prefill_tok_s", "decode_tok_s", "ms_per_token", "kernels_per_token", "bytes_per_token", "gb_s"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("row %d has no %q: %v", i, k, r)
+			}
+		}
+		if r["backend"] != "cpu" || r["model"] != "tiny-dsv2.gguf" || r["depth"] != float64([]int{0, 16}[i]) {
+			t.Errorf("row %d: backend %v, model %v, depth %v", i, r["backend"], r["model"], r["depth"])
+		}
+		pre, dec, ms := r["prefill_tok_s"].(float64), r["decode_tok_s"].(float64), r["ms_per_token"].(float64)
+		if pre <= 0 || dec <= 0 || ms <= 0 {
+			t.Errorf("row %d: rates %v, %v tok/s, %v ms/token: want positive", i, pre, dec, ms)
+		}
+		if d := ms * dec; d < 999 || d > 1001 {
+			t.Errorf("row %d: ms_per_token %v is not 1000/decode_tok_s (%v)", i, ms, dec)
+		}
+		// tiny-dsv2: 3 layers, 1 dense then 2 MoE; each layer runs the
+		// same operations every step: a fixed count, the same at every depth.
+		if k := r["kernels_per_token"].(float64); k < 20 || k > 100 || k != rows[0]["kernels_per_token"].(float64) {
+			t.Errorf("row %d: %v kernels per token", i, k)
+		}
+		b := r["bytes_per_token"].(float64)
+		if b <= 0 {
+			t.Errorf("row %d: %v bytes per token", i, b)
+		}
+		if g := r["gb_s"].(float64); g < b*dec/1e9*0.999 || g > b*dec/1e9*1.001 {
+			t.Errorf("row %d: gb_s %v, want bytes_per_token·decode_tok_s/1e9 = %v", i, g, b*dec/1e9)
+		}
+	}
+}
+
+func TestBenchTableAndErrors(t *testing.T) {
+	path := writeTiny(t, "tiny-youtu")
+	out, err := runLatent(t, "bench", path, "-p", "4", "-n", "2", "--reps", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "decode tok/s") || !strings.Contains(out, "tiny-youtu.gguf") {
+		t.Errorf("table:\n%s", out)
+	}
+	for _, args := range [][]string{
+		{"bench", path, "--depth", "x"},
+		{"bench", path, "-n", "0"},
+		{"bench", path, "--reps", "0"},
+		{"bench", filepath.Join(t.TempDir(), "missing.gguf")},
+	} {
+		if _, err := runLatent(t, args...); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: error %v, want one line", args, err)
+		}
+	}
+}
