@@ -34,6 +34,7 @@ type chatSession struct {
 	color        bool // out is a terminal
 	hideThinking bool
 	verbose      bool
+	chatting     bool // interactive: /clear is there to make room
 }
 
 // errTurn is a turn that could not run (a template error, a prompt past
@@ -66,7 +67,7 @@ func (c *chatSession) turn(ctx context.Context, text string) error {
 		if c.raw || len(c.conv.Messages) == 0 {
 			what = "the prompt"
 		}
-		return &errTurn{fmt.Sprintf("%s is %d tokens, and the context holds %d: /clear to start over, or raise --ctx", what, n, ctxLen)}
+		return &errTurn{fmt.Sprintf("%s is %d tokens, and the context holds %d: %s", what, n, ctxLen, c.roomHint())}
 	}
 
 	req := engine.Request{Prompt: ids, MaxTokens: c.maxTokens, EOG: c.eog, Sampler: c.sampler}
@@ -100,12 +101,20 @@ func (c *chatSession) turn(ctx context.Context, text string) error {
 		c.conv.Messages = append(c.conv.Messages, reply.Message())
 	}
 	if res.StopReason == engine.StopContext {
-		fmt.Fprintf(c.errOut, "the context of %d tokens is full: /clear to start over, or raise --ctx\n", c.model.Context())
+		fmt.Fprintf(c.errOut, "the context of %d tokens is full: %s\n", c.model.Context(), c.roomHint())
 	}
 	if c.verbose {
 		printTurnStats(c.errOut, res, req.Sampler.Seed)
 	}
 	return nil
+}
+
+// roomHint says how to get room in a full context.
+func (c *chatSession) roomHint() string {
+	if c.chatting {
+		return "/clear to start over, or raise --ctx"
+	}
+	return "raise --ctx"
 }
 
 // dropLast takes back the user's last message.
@@ -124,6 +133,7 @@ func (c *chatSession) clear() {
 // interactive runs the chat until /bye, Ctrl-D or a second Ctrl-C at an
 // empty prompt. Each interrupt on sigs stops the answer being generated.
 func (c *chatSession) interactive(ctx context.Context, in lineReader, sigs <-chan os.Signal) error {
+	c.chatting = true
 	interrupted := false // the last input was Ctrl-C at an empty prompt
 	for {
 		text, err := readMessage(in)

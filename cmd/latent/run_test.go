@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/latent-ai/latent/chat"
 	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/tokenizer"
 )
 
 type stringWriter interface {
@@ -349,6 +352,120 @@ func TestRunErrors(t *testing.T) {
 		}
 		if out != "" {
 			t.Errorf("latent run %v: printed %q before failing", tc.args, out)
+		}
+	}
+}
+
+// runWithStdin runs `latent run args...` in-process with stdin.
+func runWithStdin(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var stdout, stderr bytes.Buffer
+	root.SetIn(strings.NewReader(stdin))
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	root.SetArgs(append([]string{"run"}, args...))
+	err := root.Execute()
+	return stdout.String(), stderr.String(), err
+}
+
+// plainReply is how a reply is printed off a terminal: reasoning between
+// <think> tags, a blank line, the answer, a final newline.
+func plainReply(reasoning, answer string) string {
+	s := answer
+	if reasoning != "" {
+		s = "<think>\n" + reasoning + "\n</think>"
+		if answer != "" {
+			s += "\n\n" + answer
+		}
+	}
+	if s != "" && !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	return s
+}
+
+// A prompt given on the command line is answered once: the text is what
+// generating after the prompt's tokens and decoding them gives.
+func TestRunOnce(t *testing.T) {
+	glm := glmChatModel(t)
+	f, err := gguf.Open(glm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := chat.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(msgs ...chat.Message) string {
+		text, err := tmpl.Render(chat.Input{Messages: msgs, AddGenerationPrompt: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text
+	}
+	user := func(s string) chat.Message { return chat.Message{Role: "user", Content: s} }
+	common := []string{"--temperature", "0", "-n", "12", "--ignore-eos", "-v"}
+
+	tests := []struct {
+		name   string
+		args   []string
+		stdin  string
+		prompt string // the text the model reads
+		hide   bool
+	}{
+		{"raw", []string{"func main", "--raw"}, "", "func main", false},
+		{"template", []string{"Say", "hello"}, "", render(user("Say hello")), false},
+		{"hidden reasoning", []string{"Say hello", "--hide-thinking"}, "", render(user("Say hello")), true},
+		{"system", []string{"Say hello", "--system", "Be brief."}, "", render(chat.Message{Role: "system", Content: "Be brief."}, user("Say hello")), false},
+		{"stdin after the prompt", []string{"Summarize:"}, "piped\ntext\n", render(user("Summarize:\n\npiped\ntext")), false},
+		{"stdin alone", nil, "  piped text\n", render(user("piped text")), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, err := runWithStdin(t, tc.stdin, append(append([]string{glm}, tc.args...), common...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := chat.PromptTokens(tok, tc.prompt)
+			if !strings.Contains(errOut, fmt.Sprintf("prompt    %d tokens, ", len(ids))) {
+				t.Errorf("the prompt is not %d tokens:\n%s", len(ids), errOut)
+			}
+			// The same generation from the prompt's token ids.
+			idsOut, _, err := runRun(t, context.Background(), nil, append([]string{glm, "--prompt-tokens", joinTokens(ids)}, common...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reasoning, answer := chat.SplitReasoning(tc.prompt, tok.Decode(runIDs(t, idsOut)))
+			if tc.hide {
+				reasoning = ""
+			}
+			if want := plainReply(reasoning, answer); out != want {
+				t.Errorf("printed\n%q\nwant\n%q", out, want)
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		args  []string
+		stdin string
+		want  string
+	}{
+		{nil, "", "no prompt: give one after the model, pipe one to stdin, or run in a terminal to chat"},
+		{nil, " \n", "no prompt"},
+		{[]string{"Say hello", "--ctx", "8"}, "", fmt.Sprintf("the prompt is %d tokens, and the context holds 8: raise --ctx", len(chat.PromptTokens(tok, render(user("Say hello")))))},
+	} {
+		out, _, err := runWithStdin(t, tc.stdin, append([]string{glm}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.args, err, tc.want)
+		}
+		if out != "" {
+			t.Errorf("%v: printed %q", tc.args, out)
 		}
 	}
 }
