@@ -22,7 +22,7 @@ func TestKernelsCompile(t *testing.T) {
 	}
 	sort.Strings(types)
 	for _, half := range []int{1} {
-		defs := fmt.Sprintf("#define CACHE_W 576\n#define KV_LORA 512\n#define CACHE_HALF %d\n#define WEIGHT_TYPES(X) %s\n#define FAST_TYPES(X) X(T_Q4_0) X(T_Q8_0) X(T_Q4_K) X(T_Q5_K) X(T_Q6_K)\n", half, strings.Join(types, " "))
+		defs := fmt.Sprintf("#define CACHE_W 576\n#define KV_LORA 512\n#define CACHE_HALF %d\n#define MAX_K 11008\n#define WEIGHT_TYPES(X) %s\n#define FAST_TYPES(X) X(T_Q4_0) X(T_Q8_0) X(T_Q4_K) X(T_Q5_K) X(T_Q6_K)\n", half, strings.Join(types, " "))
 		start := time.Now()
 		bins, hits, err := compileModules(defs, "sm_90", "test")
 		if err != nil {

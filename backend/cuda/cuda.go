@@ -55,8 +55,10 @@ type Backend struct {
 	args         []uint64
 	ptrs         []uintptr
 
-	pending []*pendingNorm
-	qcache  []quantEntry
+	pending  []*pendingNorm
+	pendRope []*pendingRope
+	kvl      int // latent width (kv_lora) of the cache rows
+	qcache   []quantEntry
 
 	graphs   map[uint64]uintptr
 	NoGraphs bool // launch every kernel directly (for tests and profiling)
@@ -356,6 +358,7 @@ func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
 		return nil, err
 	}
 	b.kv = k
+	b.kvl = b.latentWidth()
 	if err := b.compile(); err != nil {
 		return nil, err
 	}

@@ -64,7 +64,7 @@ func maxAbsDiff(a, b []float32) float64 {
 }
 
 // trace runs a golden prompt and its fed steps on the GPU.
-func trace(t *testing.T, path string, want *engine.Trace, graphs bool) *engine.Trace {
+func trace(t *testing.T, path string, want *engine.Trace, graphs, fusion bool) *engine.Trace {
 	t.Helper()
 	lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 1024})
 	if err != nil {
@@ -72,6 +72,7 @@ func trace(t *testing.T, path string, want *engine.Trace, graphs bool) *engine.T
 	}
 	defer lm.Close()
 	lm.Backend.(*cuda.Backend).NoGraphs = !graphs
+	lm.Backend.(*cuda.Backend).NoFusion = !fusion
 	m := lm.Model
 	V := m.Vocab()
 	logits, err := m.Forward(want.Prompt, true)
@@ -122,7 +123,7 @@ func TestGoldenLogitsGPU(t *testing.T) {
 			if err := json.Unmarshal(raw, &want); err != nil {
 				t.Fatal(err)
 			}
-			got := trace(t, gguf, &want, true)
+			got := trace(t, gguf, &want, true, true)
 			worst := 0.0
 			for i := range want.PromptLogits {
 				d := maxAbsDiff(got.PromptLogits[i], want.PromptLogits[i])
@@ -139,10 +140,22 @@ func TestGoldenLogitsGPU(t *testing.T) {
 				}
 			}
 			t.Logf("%s: largest deviation %.3g (tolerance %g)", name, worst, tol)
-			eager := trace(t, gguf, &want, false)
-			for i := range want.Steps {
-				if d := maxAbsDiff(got.Steps[i].Logits, eager.Steps[i].Logits); d != 0 {
-					t.Errorf("step %d: graph replay differs from direct launches by %.3g", i, d)
+			// Graph replay and the fusions compute exactly what launching every
+			// operation on its own computes.
+			for _, v := range []struct {
+				name           string
+				graphs, fusion bool
+			}{{"direct launches", false, true}, {"unfused operations", false, false}} {
+				other := trace(t, gguf, &want, v.graphs, v.fusion)
+				for i := range want.PromptLogits {
+					if d := maxAbsDiff(got.PromptLogits[i], other.PromptLogits[i]); d != 0 {
+						t.Errorf("prompt position %d: %s differ by %.3g", i, v.name, d)
+					}
+				}
+				for i := range want.Steps {
+					if d := maxAbsDiff(got.Steps[i].Logits, other.Steps[i].Logits); d != 0 {
+						t.Errorf("step %d: %s differ by %.3g", i, v.name, d)
+					}
 				}
 			}
 		})

@@ -25,19 +25,23 @@ type kernels struct {
 // moduleFiles are compiled as separate programs, in parallel.
 var moduleFiles = []string{"basic.cu", "matmul.cu", "mmvq.cu"}
 
+// latentWidth is kv_lora: attn_k_b's middle dimension, or the cache row
+// rounded down to 32 when the model has none.
+func (b *Backend) latentWidth() int {
+	for _, w := range b.weights {
+		if strings.HasSuffix(w.name, "attn_k_b.weight") && len(w.dims) == 3 {
+			if kvl := int(w.dims[1]); kvl%32 == 0 && kvl < b.kv.width {
+				return kvl
+			}
+		}
+	}
+	return b.kv.width &^ 31
+}
+
 // shapeDefines specialises the kernels for this model: the cache row, the
 // latent width, the cache's element type and the weight types present.
 func (b *Backend) shapeDefines() string {
-	kvl := 0
-	for _, w := range b.weights {
-		if strings.HasSuffix(w.name, "attn_k_b.weight") && len(w.dims) == 3 {
-			kvl = int(w.dims[1])
-			break
-		}
-	}
-	if kvl == 0 || kvl%32 != 0 || kvl > b.kv.width {
-		kvl = b.kv.width &^ 31
-	}
+	kvl := b.kvl
 	var types []string
 	for t := range b.types {
 		types = append(types, fmt.Sprintf("X(%s)", deviceTypes[t]))
@@ -54,8 +58,14 @@ func (b *Backend) shapeDefines() string {
 		}
 	}
 	sort.Strings(fast)
-	return fmt.Sprintf("#define CACHE_W %d\n#define KV_LORA %d\n#define CACHE_HALF %d\n#define WEIGHT_TYPES(X) %s\n#define FAST_TYPES(X) %s\n",
-		b.kv.width, kvl, half, strings.Join(types, " "), strings.Join(fast, " "))
+	maxK := 256
+	for _, w := range b.weights {
+		if fastTypes[w.typ] && len(w.dims) > 1 {
+			maxK = max(maxK, (w.dim(0)+255)&^255)
+		}
+	}
+	return fmt.Sprintf("#define CACHE_W %d\n#define KV_LORA %d\n#define CACHE_HALF %d\n#define MAX_K %d\n#define WEIGHT_TYPES(X) %s\n#define FAST_TYPES(X) %s\n",
+		b.kv.width, kvl, half, maxK, strings.Join(types, " "), strings.Join(fast, " "))
 }
 
 // compile builds (or reads from the disk cache) every module in parallel
@@ -255,6 +265,10 @@ func (b *Backend) flush() {
 		return
 	}
 	d := b.d
+	for _, r := range b.pendRope { // nobody consumed them in this flush: they run where recorded
+		b.launches[r.launch].skip = false
+	}
+	b.pendRope = b.pendRope[:0]
 	if err := b.stage(); err != nil {
 		panic(fmt.Errorf("cuda: %w", err))
 	}

@@ -13,3 +13,6 @@ for m in ${MODELS:-youtu-llm-2b}; do
 	[ -f /tmp/$m.gguf ] || .bin/latent synth --preset $m --type q4_0 -o /tmp/$m.gguf 2>&1 | tail -1
 	.bin/latent bench /tmp/$m.gguf --backend cuda ${BENCH:--p 64 -n 64 --reps 2} 2>&1 | tail -4 | tee -a $OUT/bench.log
 done
+for m in ${PROFILE:-}; do
+	.bin/latent profile /tmp/$m.gguf --top 14 2>&1 | tee -a $OUT/profile.log | head -20
+done

@@ -52,6 +52,24 @@ type pendingNorm struct {
 	flushed  bool // its launch was already issued (skipped)
 }
 
+// pendingRope is a RoPE whose launch is skipped so far: attention rotates
+// q_pe itself, and the cache store rotates k_pe (with the latent's norm).
+type pendingRope struct {
+	t              *tensor
+	launch         int
+	freqs          uintptr
+	stride, off, n int
+}
+
+// ropeSpan is what a RoPE touches: for one token and one head, only its
+// columns (so the latent's lazy norm beside k_pe survives).
+func ropeSpan(x *tensor, stride, off, n int) span {
+	if x.rows == 1 && stride == x.cols {
+		return span{x.ptr + uintptr(4*off), x.ptr + uintptr(4*(off+n))}
+	}
+	return spanOf(x)
+}
+
 // input describes a product's activations: rows × S segments of L floats
 // (segment s of row r at src + r·rs + s·segStride), RMS-normalised first
 // when norm is set.
@@ -86,13 +104,28 @@ type fact struct {
 
 func (b *Backend) resetPass() {
 	b.pending = b.pending[:0]
+	b.pendRope = b.pendRope[:0]
 	b.qcache = b.qcache[:0]
 }
 
 // reads notes a read of t by an operation that cannot normalise on its
 // own: lazy norms writing t are materialised.
-func (b *Backend) reads(t *tensor) {
-	s := spanOf(t)
+func (b *Backend) reads(t *tensor) { b.readsSpan(spanOf(t)) }
+
+// settleRopes runs, where they were recorded, the lazy RoPEs touching s.
+func (b *Backend) settleRopes(s span) {
+	for i := 0; i < len(b.pendRope); i++ {
+		r := b.pendRope[i]
+		if ropeSpan(r.t, r.stride, r.off, r.n).overlaps(s) {
+			b.launches[r.launch].skip = false
+			b.pendRope = append(b.pendRope[:i], b.pendRope[i+1:]...)
+			i--
+		}
+	}
+}
+
+func (b *Backend) readsSpan(s span) {
+	b.settleRopes(s)
 	for i := 0; i < len(b.pending); i++ {
 		p := b.pending[i]
 		if spanOf(p.dst).overlaps(s) {
@@ -116,8 +149,10 @@ func (b *Backend) materialize(p *pendingNorm) {
 
 // writes notes that t is written: lazy norms into t are dropped, those
 // reading t must run where they were recorded, rounded copies of t expire.
-func (b *Backend) writes(t *tensor) {
-	s := spanOf(t)
+func (b *Backend) writes(t *tensor) { b.writesSpan(spanOf(t)) }
+
+func (b *Backend) writesSpan(s span) {
+	b.settleRopes(s)
 	for i := 0; i < len(b.pending); i++ {
 		p := b.pending[i]
 		if spanOf(p.dst).overlaps(s) {
@@ -229,12 +264,20 @@ type mq struct {
 	ids             uintptr
 	wY              int64
 	w2              uintptr
+	// one token: the kernel rounds its input itself
+	xsrc          uintptr
+	xrs, xS, xseg int64
+	nw            uintptr
+	eps           float32
+	mode          int
+	in            input // what the activations are, for fusing
 }
 
 func (m *mq) slots() []uint64 {
 	return []uint64{uint64(m.w), uint64(m.rowBytes), uint64(m.K), uint64(m.N), uint64(m.xq), uint64(m.xd), uint64(m.xb),
 		uint64(m.xrows), uint64(m.xY), uint64(max(m.xDiv, 1)), uint64(m.y), uint64(m.ys), uint64(m.yY), uint64(m.T),
-		uint64(m.acc), uint64(m.ids), uint64(m.wY), uint64(m.w2)}
+		uint64(m.acc), uint64(m.ids), uint64(m.wY), uint64(m.w2), uint64(m.xsrc), uint64(m.xrs), uint64(max(m.xS, 1)),
+		uint64(m.xseg), uint64(m.nw), f32bits(m.eps) | uint64(m.mode)<<32}
 }
 
 // mv mirrors the kernels' struct MV (kernels/matmul.cu).
@@ -268,10 +311,15 @@ func (b *Backend) product(w *weight, in input, o output) {
 		if roundMode(w.typ) == 4 {
 			mode = 4
 		}
-		a := b.quantize(in, mode)
-		m := &mq{w: w.ptr, rowBytes: w.rowBytes, K: K, N: int64(o.N), xq: a.q, xd: a.d, xb: a.bs,
+		m := &mq{w: w.ptr, rowBytes: w.rowBytes, K: K, N: int64(o.N),
 			xrows: o.xRows, xY: o.xY, xDiv: o.xDiv, y: o.y, ys: o.ys, yY: o.yY, T: int64(o.T), acc: b2i(o.acc),
-			ids: o.ids, wY: o.wY}
+			ids: o.ids, wY: o.wY, in: in}
+		if o.T == 1 && !b.NoFusion {
+			m.xsrc, m.xrs, m.xS, m.xseg, m.nw, m.eps, m.mode = in.src, in.rs, int64(in.S), in.segStride, in.norm, in.eps, mode
+		} else {
+			a := b.quantize(in, mode)
+			m.xq, m.xd, m.xb = a.q, a.d, a.bs
+		}
 		if o.up != nil {
 			m.w2 = o.up.ptr + uintptr(o.upOff*o.up.rowBytes)
 		}
@@ -367,23 +415,67 @@ func (b *Backend) RMSNorm(dst, src backend.Tensor, w backend.Weight, eps float32
 	b.pending = append(b.pending, &pendingNorm{dst: &dc, src: &sc, w: g.ptr, eps: eps, launch: len(b.launches) - 1})
 }
 
-// RoPE rotates adjacent pairs at the pass's positions.
+// RoPE rotates adjacent pairs at the pass's positions (lazily: see above).
 func (b *Backend) RoPE(t backend.Tensor, stride, off, n int, r *backend.Rope) {
 	x := tens(t)
 	if x.rows != b.T || n > 2*len(r.Freqs) || off+n > stride {
 		panic(fmt.Sprintf("cuda: rope: %d rows for %d tokens, %d values from %d in heads of %d", x.rows, b.T, n, off, stride))
 	}
-	b.reads(x)
-	b.writes(x)
+	sp := ropeSpan(x, stride, off, n)
+	b.readsSpan(sp)
+	b.writesSpan(sp)
+	freqs := b.ropeFreqs(r)
 	b.record("rope", grid1(x.rows), [3]uint32{256, 1, 1}, int64(x.rows*x.cols/stride*n)*8,
-		uint64(x.ptr), uint64(x.stride), uint64(x.cols), uint64(stride), uint64(off), uint64(n), uint64(b.posDev()), uint64(b.ropeFreqs(r)))
+		uint64(x.ptr), uint64(x.stride), uint64(x.cols), uint64(stride), uint64(off), uint64(n), uint64(b.posDev()), uint64(freqs))
+	if b.NoFusion {
+		return
+	}
+	b.launches[len(b.launches)-1].skip = true
+	xc := *x
+	b.pendRope = append(b.pendRope, &pendingRope{t: &xc, launch: len(b.launches) - 1, freqs: freqs, stride: stride, off: off, n: n})
 }
 
-// CacheStore writes the pass's rows of src into layer's cache.
+// takeRope removes and returns the lazy RoPE of exactly t's heads of width
+// stride from column off (n values), if there is one.
+func (b *Backend) takeRope(t *tensor, stride, off, n int) uintptr {
+	for i, r := range b.pendRope {
+		if *r.t == *t && r.stride == stride && r.off == off && r.n == n {
+			b.pendRope = append(b.pendRope[:i], b.pendRope[i+1:]...)
+			return r.freqs
+		}
+	}
+	return 0
+}
+
+// CacheStore writes the pass's rows of src into layer's cache. Right
+// after the latent's norm and k_pe's RoPE it does both itself (kv_finish).
 func (b *Backend) CacheStore(c backend.Cache, layer int, src backend.Tensor) {
 	k, s := c.(*kvCache), tens(src)
 	if s.cols != k.width || s.rows != b.T || layer < 0 || layer >= k.layers {
 		panic(fmt.Sprintf("cuda: cache store: %d×%d into layer %d of a cache %d wide", s.rows, s.cols, layer, k.width))
+	}
+	if !b.NoFusion {
+		freqs := b.takeRope(s, k.width, b.kvl, k.width-b.kvl)
+		var norm *pendingNorm
+		for i, p := range b.pending {
+			lat := tensor{ptr: s.ptr, rows: s.rows, cols: b.kvl, stride: s.stride}
+			if *p.dst == lat && *p.src == lat && !p.srcDirty {
+				norm = p
+				b.pending = append(b.pending[:i], b.pending[i+1:]...)
+				break
+			}
+		}
+		if freqs != 0 || norm != nil {
+			b.reads(s)
+			var nw uintptr
+			var eps float32
+			if norm != nil {
+				nw, eps = norm.w, norm.eps
+			}
+			b.record("kv_finish", grid1(s.rows), [3]uint32{256, 1, 1}, int64(s.rows*s.cols)*(8+k.esize),
+				uint64(k.layer(layer)), uint64(s.ptr), uint64(s.stride), uint64(b.posDev()), uint64(nw), f32bits(eps), uint64(freqs))
+			return
+		}
 	}
 	b.reads(s)
 	b.record("cache_store", grid1(s.rows), [3]uint32{256, 1, 1}, int64(s.rows*s.cols)*(4+k.esize),
@@ -407,6 +499,10 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 	if qq.cols != H*(nope+rope) || d.cols != H*vdim || vbw.dim(0) != kvl || d.rows != T || T != b.T {
 		panic(fmt.Sprintf("cuda: attention: q %d×%d, dst %d×%d, k_b %v, v_b %v, cache width %d", qq.rows, qq.cols, d.rows, d.cols, kbw.dims, vbw.dims, W))
 	}
+	var freqs uintptr
+	if !b.NoFusion {
+		freqs = b.takeRope(qq, nope+rope, nope, rope)
+	}
 	b.reads(qq)
 	// query [T][H][W]: q_lat = k_b[h]·q_nope[h], then q_pe
 	query := b.scratch(int64(T*H*W) * 4)
@@ -414,7 +510,7 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 	b.product(kbw, qin, output{N: kvl, y: query, ys: int64(H * W), yY: int64(W), T: T, wY: int64(kvl), ny: H,
 		xRows: int64(H), xY: 1, xDiv: 1})
 	b.record("attn_query", grid1(T), [3]uint32{256, 1, 1}, int64(T*H*rope)*8,
-		uint64(query), uint64(qq.ptr), uint64(qq.stride), uint64(H), uint64(nope))
+		uint64(query), uint64(qq.ptr), uint64(qq.stride), uint64(H), uint64(nope), uint64(b.posDev()), uint64(freqs))
 	S := b.splits()
 	part := b.scratch(int64(T*H*S*(kvl+2)) * 4)
 	olat := &tensor{ptr: b.scratch(int64(T*H*kvl) * 4), rows: T, cols: H * kvl, stride: H * kvl}
@@ -457,7 +553,7 @@ func (b *Backend) fuseGateUp(d, g, u *tensor) bool {
 	}
 	l1, l2 := &b.launches[n-2], &b.launches[n-1]
 	m1, m2 := l1.mq, l2.mq
-	if m1 == nil || m2 == nil || l1.skip || l2.skip || l1.fn != l2.fn || m1.xq != m2.xq || m1.K != m2.K || m1.N != m2.N ||
+	if m1 == nil || m2 == nil || l1.skip || l2.skip || l1.fn != l2.fn || m1.xq != m2.xq || m1.in != m2.in || m1.mode != m2.mode || m1.K != m2.K || m1.N != m2.N ||
 		m1.acc != 0 || m2.acc != 0 || m1.ids != 0 || m2.ids != 0 || m1.w2 != 0 || m2.w2 != 0 || m1.rowBytes != m2.rowBytes ||
 		m1.y != g.ptr || m2.y != u.ptr || m1.ys != int64(g.stride) || m2.ys != int64(u.stride) || int(m1.N) != d.cols {
 		return false

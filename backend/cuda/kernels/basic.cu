@@ -128,13 +128,65 @@ extern "C" __global__ void cache_store(cache_t* layer, const float* src, i64 ss,
 }
 
 // attn_query copies each head's q_pe after its absorbed q_lat:
-// query[t][h·CACHE_W + KV_LORA + j] = q[t][h·(nope+rope) + nope + j].
-extern "C" __global__ void attn_query(float* query, const float* q, i64 qs, int H, int nope) {
+// query[t][h·CACHE_W + KV_LORA + j] = q[t][h·(nope+rope) + nope + j],
+// rotating it first (and writing the rotation back to q) when freqs is set:
+// the q RoPE fused here.
+extern "C" __global__ void attn_query(float* query, float* q, i64 qs, int H, int nope, const int* pos, const float* freqs) {
     int t = blockIdx.x;
-    const int rope = CACHE_W - KV_LORA;
-    for (int idx = threadIdx.x; idx < H * rope; idx += blockDim.x) {
-        int h = idx / rope, j = idx % rope;
-        query[(i64)t * H * CACHE_W + h * CACHE_W + KV_LORA + j] = q[t * qs + h * (nope + rope) + nope + j];
+    const int rope = CACHE_W - KV_LORA, half = rope / 2;
+    for (int idx = threadIdx.x; idx < H * half; idx += blockDim.x) {
+        int h = idx / half, k = idx % half;
+        float* v = q + t * qs + h * (nope + rope) + nope + 2 * k;
+        float a = v[0], b = v[1];
+        if (freqs) {
+            double s, c, da = a, db = b;
+            sincos((double)pos[t] * (double)freqs[k], &s, &c);
+            a = (float)(da * c - db * s);
+            b = (float)(da * s + db * c);
+            v[0] = a;
+            v[1] = b;
+        }
+        float* d = query + (i64)t * H * CACHE_W + h * CACHE_W + KV_LORA + 2 * k;
+        d[0] = a;
+        d[1] = b;
+    }
+}
+
+// kv_finish completes a token's cache row in one kernel: RMS-normalise the
+// latent (nw), rotate the rope key (freqs), write both back to kv and store
+// the row at the token's position.
+extern "C" __global__ void kv_finish(cache_t* layer, float* kv, i64 ks, const int* pos, const float* nw, float eps, const float* freqs) {
+    __shared__ float red[32];
+    const int t = blockIdx.x;
+    float* x = kv + t * ks;
+    cache_t* row = layer + (i64)pos[t] * CACHE_W;
+    float scale = 1.f;
+    if (nw) {
+        float acc = 0.f;
+        for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) acc += x[i] * x[i];
+        float mean = block_sum(acc, red) / (float)KV_LORA;
+        scale = 1.f / sqrtf(mean + eps);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) {
+        float v = nw ? (x[i] * scale) * nw[i] : x[i];
+        x[i] = v;
+        row[i] = cstore(v);
+    }
+    const int half = (CACHE_W - KV_LORA) / 2;
+    for (int k = threadIdx.x; k < half; k += blockDim.x) {
+        float* v = x + KV_LORA + 2 * k;
+        float a = v[0], b = v[1];
+        if (freqs) {
+            double s, c, da = a, db = b;
+            sincos((double)pos[t] * (double)freqs[k], &s, &c);
+            a = (float)(da * c - db * s);
+            b = (float)(da * s + db * c);
+            v[0] = a;
+            v[1] = b;
+        }
+        row[KV_LORA + 2 * k] = cstore(a);
+        row[KV_LORA + 2 * k + 1] = cstore(b);
     }
 }
 
