@@ -472,3 +472,166 @@ dotQ8_0x4AVX2_done:
 	VMOVSS       X3, 12(AX)
 	VZEROUPPER
 	RET
+
+// func dotQ4_0x1AVX512(w *byte, qs *int8, d8 *float32, s4 *int32, nb int, k int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F
+TEXT ·dotQ4_0x1AVX512(SB), NOSPLIT, $0-56
+	MOVQ            w+0(FP), AX
+	MOVQ            qs+8(FP), CX
+	MOVQ            d8+16(FP), DX
+	MOVQ            s4+24(FP), BX
+	MOVQ            nb+32(FP), SI
+	MOVQ            k+40(FP), DI
+	VPXORD          Z0, Z0, Z0
+	VPXORD          Z1, Z1, Z1
+	VBROADCASTI64X4 nibbleMask<>+0(SB), Z2
+	VBROADCASTI64X4 onesI16<>+0(SB), Z3
+
+dotQ4_0x1AVX512_loop:
+	TESTQ        SI, SI
+	JZ           dotQ4_0x1AVX512_done
+	VPBROADCASTW (AX), X4
+	VPBROADCASTW 18(AX), X5
+	VINSERTI128  $0x01, X5, Y4, Y4
+	VCVTPH2PS    Y4, Z5
+	VMOVDQU      2(AX), X6
+	VINSERTI128  $0x01, 20(AX), Y6, Y6
+	VPSRLW       $0x04, Y6, Y7
+	VINSERTI64X4 $0x01, Y7, Z6, Z7
+	VSHUFI64X2   $0xd8, Z7, Z7, Z7
+	VPANDD       Z2, Z7, Z7
+	VMULPS       (DX), Z5, Z5
+	VPMADDUBSW   (CX), Z7, Z7
+	VPMADDWD     Z3, Z7, Z7
+	VPSUBD       (BX), Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VFMADD231PS  Z7, Z5, Z0
+	VPBROADCASTW 36(AX), X8
+	VPBROADCASTW 54(AX), X4
+	VINSERTI128  $0x01, X4, Y8, Y8
+	VCVTPH2PS    Y8, Z5
+	VMOVDQU      38(AX), X9
+	VINSERTI128  $0x01, 56(AX), Y9, Y9
+	VPSRLW       $0x04, Y9, Y7
+	VINSERTI64X4 $0x01, Y7, Z9, Z7
+	VSHUFI64X2   $0xd8, Z7, Z7, Z7
+	VPANDD       Z2, Z7, Z7
+	VMULPS       64(DX), Z5, Z5
+	VPMADDUBSW   64(CX), Z7, Z7
+	VPMADDWD     Z3, Z7, Z7
+	VPSUBD       64(BX), Z7, Z7
+	VCVTDQ2PS    Z7, Z7
+	VFMADD231PS  Z7, Z5, Z1
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000080, BX
+	ADDQ         $0x00000080, DX
+	SUBQ         $0x00000004, SI
+	JMP          dotQ4_0x1AVX512_loop
+
+dotQ4_0x1AVX512_done:
+	MOVQ          out+48(FP), AX
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	VMOVSS        X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0x4AVX512(w *byte, qs *int8, d8 *float32, s4 *int32, nb int, k int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F
+TEXT ·dotQ4_0x4AVX512(SB), NOSPLIT, $0-56
+	MOVQ            w+0(FP), AX
+	MOVQ            qs+8(FP), CX
+	MOVQ            d8+16(FP), DX
+	MOVQ            s4+24(FP), BX
+	MOVQ            nb+32(FP), SI
+	MOVQ            k+40(FP), DI
+	LEAQ            (DI)(DI*2), R8
+	VPXORD          Z0, Z0, Z0
+	VPXORD          Z1, Z1, Z1
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VBROADCASTI64X4 nibbleMask<>+0(SB), Z4
+	VBROADCASTI64X4 onesI16<>+0(SB), Z5
+
+dotQ4_0x4AVX512_loop:
+	TESTQ        SI, SI
+	JZ           dotQ4_0x4AVX512_done
+	VPBROADCASTW (AX), X6
+	VPBROADCASTW 18(AX), X7
+	VINSERTI128  $0x01, X7, Y6, Y6
+	VCVTPH2PS    Y6, Z7
+	VMOVDQU      2(AX), X8
+	VINSERTI128  $0x01, 20(AX), Y8, Y8
+	VPSRLW       $0x04, Y8, Y9
+	VINSERTI64X4 $0x01, Y9, Z8, Z9
+	VSHUFI64X2   $0xd8, Z9, Z9, Z9
+	VPANDD       Z4, Z9, Z9
+	VMULPS       (DX), Z7, Z11
+	VPMADDUBSW   (CX), Z9, Z10
+	VPMADDWD     Z5, Z10, Z10
+	VPSUBD       (BX), Z10, Z10
+	VCVTDQ2PS    Z10, Z10
+	VFMADD231PS  Z10, Z11, Z0
+	VMULPS       (DX)(DI*1), Z7, Z11
+	VPMADDUBSW   (CX)(DI*1), Z9, Z10
+	VPMADDWD     Z5, Z10, Z10
+	VPSUBD       (BX)(DI*1), Z10, Z10
+	VCVTDQ2PS    Z10, Z10
+	VFMADD231PS  Z10, Z11, Z1
+	VMULPS       (DX)(DI*2), Z7, Z11
+	VPMADDUBSW   (CX)(DI*2), Z9, Z10
+	VPMADDWD     Z5, Z10, Z10
+	VPSUBD       (BX)(DI*2), Z10, Z10
+	VCVTDQ2PS    Z10, Z10
+	VFMADD231PS  Z10, Z11, Z2
+	VMULPS       (DX)(R8*1), Z7, Z7
+	VPMADDUBSW   (CX)(R8*1), Z9, Z9
+	VPMADDWD     Z5, Z9, Z9
+	VPSUBD       (BX)(R8*1), Z9, Z9
+	VCVTDQ2PS    Z9, Z9
+	VFMADD231PS  Z9, Z7, Z3
+	ADDQ         $0x00000024, AX
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000040, BX
+	ADDQ         $0x00000040, DX
+	SUBQ         $0x00000002, SI
+	JMP          dotQ4_0x4AVX512_loop
+
+dotQ4_0x4AVX512_done:
+	MOVQ          out+48(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VHADDPS       X0, X0, X0
+	VHADDPS       X0, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF128  $0x01, Y1, X0
+	VADDPS        X0, X1, X1
+	VHADDPS       X1, X1, X1
+	VHADDPS       X1, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y2
+	VEXTRACTF128  $0x01, Y2, X0
+	VADDPS        X0, X2, X2
+	VHADDPS       X2, X2, X2
+	VHADDPS       X2, X2, X2
+	VMOVSS        X2, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y3
+	VEXTRACTF128  $0x01, Y3, X0
+	VADDPS        X0, X3, X3
+	VHADDPS       X3, X3, X3
+	VHADDPS       X3, X3, X3
+	VMOVSS        X3, 12(AX)
+	VZEROUPPER
+	RET

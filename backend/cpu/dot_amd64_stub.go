@@ -23,3 +23,13 @@ func dotQ4_0x4AVX2(w *byte, qs *int8, d *float32, s4 *int32, nb int, k int, out 
 //
 //go:noescape
 func dotQ8_0x4AVX2(w *byte, qs *int8, d *float32, s4 *int32, nb int, k int, out *float32)
+
+// dotQ4_0x1AVX512 writes to out the dot products of a Q4_0 row of nb blocks with 1 tokens' Q8_0 activations, k bytes apart in qs, d8 and s4.
+//
+//go:noescape
+func dotQ4_0x1AVX512(w *byte, qs *int8, d8 *float32, s4 *int32, nb int, k int, out *float32)
+
+// dotQ4_0x4AVX512 writes to out the dot products of a Q4_0 row of nb blocks with 4 tokens' Q8_0 activations, k bytes apart in qs, d8 and s4.
+//
+//go:noescape
+func dotQ4_0x4AVX512(w *byte, qs *int8, d8 *float32, s4 *int32, nb int, k int, out *float32)

@@ -15,6 +15,7 @@ type arow struct {
 	d     []float32
 	bsums []int16
 	sum4  []int32
+	d8    []float32 // d, each repeated 8 times (AVX-512 kernels only)
 }
 
 // dotKernel is Σ_i W[i]·a[i] for one weight row in its file encoding and one

@@ -36,13 +36,28 @@ func randomActs(r *rand.Rand, typ quant.Type, T, k int) *acts {
 // product of the dequantized weights and rounded activations.
 func TestKernelsAgainstGeneric(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	t.Logf("kernel set: %s", Kernels())
+	t.Logf("kernel set in use: %s", Kernels())
+	sets := map[string]map[quant.Type]kernel{}
+	for _, force := range []string{"avx2", ""} {
+		ks, name := chooseKernels(force)
+		sets[name] = ks
+	}
+	for name, ks := range sets {
+		t.Run(name, func(t *testing.T) { testKernelSet(t, r, ks) })
+	}
+}
+
+func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 	for typ, gen := range genericKernels {
-		k := kernels[typ]
-		for _, n := range []int{256, 512, 2048 + 256} {
+		k := ks[typ]
+		sizes := []int{256, 512, 2048 + 256}
+		if typ.BlockSize() == 32 {
+			sizes = append(sizes, 32, 64, 96, 192) // fewer blocks than a SIMD step
+		}
+		for _, n := range sizes {
 			w := randomRow(t, r, typ, n)
 			if typ == quant.Q8_0 { // the most negative int8, which VPABSB must handle
-				w[2], w[40] = 0x80, 0x80
+				w[2], w[len(w)-1] = 0x80, 0x80
 			}
 			deq := make([]float32, n)
 			if err := quant.Dequantize(typ, w, deq); err != nil {
@@ -76,7 +91,7 @@ func TestKernelsAgainstGeneric(t *testing.T) {
 					t.Errorf("%s n=%d token %d: Go kernel %g, float64 %g", typ, n, tk, g, want)
 				}
 				if math.Abs(float64(s-g)) > tol {
-					t.Errorf("%s n=%d token %d: %s kernel %g, Go kernel %g", typ, n, tk, Kernels(), s, g)
+					t.Errorf("%s n=%d token %d: SIMD kernel %g, Go kernel %g", typ, n, tk, s, g)
 				}
 				if k.four != nil && tk >= 1 && tk < 5 && math.Abs(float64(four[tk-1]-g)) > tol {
 					t.Errorf("%s n=%d token %d: four-token kernel %g, Go kernel %g", typ, n, tk, four[tk-1], g)

@@ -20,6 +20,7 @@ type acts struct {
 	d     []float32
 	bsums []int16
 	sum4  []int32
+	d8    []float32 // Q8_0: each block's d repeated 8 times, for the AVX-512 kernels
 	f     []float32 // rows × k, when the float path runs
 }
 
@@ -65,6 +66,14 @@ func (a *acts) prepare(s *tensor, off, k int, typ quant.Type, integer bool) {
 				s4[i] = 8 * (int32(qs[4*i]) + int32(qs[4*i+1]) + int32(qs[4*i+2]) + int32(qs[4*i+3]))
 			}
 		}
+		if wideD {
+			a.d8 = grow(a.d8, T*k/4)
+			for i, d := range a.d[:T*a.blocks] {
+				for j := range 8 {
+					a.d8[8*i+j] = d
+				}
+			}
+		}
 	case actQ8K:
 		a.blocks = k / quant.QK_K
 		a.d = grow(a.d, T*a.blocks)
@@ -86,6 +95,9 @@ func (a *acts) row(t int) arow {
 	r := arow{qs: a.qs[t*a.k : (t+1)*a.k], d: a.d[t*a.blocks : (t+1)*a.blocks]}
 	if a.format == actQ8_0 {
 		r.sum4 = a.sum4[t*a.k/4 : (t+1)*a.k/4]
+		if wideD {
+			r.d8 = a.d8[t*a.k/4 : (t+1)*a.k/4]
+		}
 	} else {
 		r.bsums = a.bsums[t*a.k/16 : (t+1)*a.k/16]
 	}

@@ -33,6 +33,9 @@ func main() {
 		dotAVX2(n, true, nibbles, ones)
 		dotAVX2(n, false, nibbles, ones)
 	}
+	for _, n := range []int{1, 4} {
+		dotQ4_0AVX512(n, nibbles, ones)
+	}
 	Generate()
 }
 
@@ -179,6 +182,119 @@ func dotAVX2(n int, q4 bool, nibbles, ones Mem) {
 		x, top := acc[0][t].AsX(), XMM()
 		VEXTRACTF128(U8(1), acc[0][t], top)
 		VADDPS(top, x, x)
+		VHADDPS(x, x, x)
+		VHADDPS(x, x, x)
+		VMOVSS(x, out.Offset(4*t))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// dotQ4_0AVX512 emits dotQ4_0x{n}AVX512: as dotAVX2's Q4_0 kernel, two
+// blocks per 512-bit register. The two blocks' nibbles are spread to
+// [A lo | A hi | B lo | B hi] to line up with the activations' 64 bytes; the
+// per-lane scales come from both f16 weight scales widened at once times d8,
+// the activation scales repeated over each block's eight lanes. nb must be a
+// multiple of 4 (n = 1: two accumulators of two blocks) or of 2 (n = 4).
+func dotQ4_0AVX512(n int, nibbles, ones Mem) {
+	name := fmt.Sprintf("dotQ4_0x%dAVX512", n)
+	TEXT(name, NOSPLIT, "func(w *byte, qs *int8, d8 *float32, s4 *int32, nb int, k int, out *float32)")
+	Doc(fmt.Sprintf("%s writes to out the dot products of a Q4_0 row of nb blocks with %d tokens' Q8_0 activations, k bytes apart in qs, d8 and s4.", name, n))
+	Pragma("noescape")
+	w := Mem{Base: Load(Param("w"), GP64())}
+	qs := Mem{Base: Load(Param("qs"), GP64())}
+	d8 := Mem{Base: Load(Param("d8"), GP64())}
+	s4 := Mem{Base: Load(Param("s4"), GP64())}
+	nb := Load(Param("nb"), GP64())
+	k := Load(Param("k"), GP64())
+	var k3 Register
+	if n == 4 {
+		k3 = GP64()
+		LEAQ(Mem{Base: k, Index: k, Scale: 2}, k3)
+	}
+	tok := func(m Mem, t int) Mem {
+		switch t {
+		case 0:
+			return m
+		case 1:
+			return Mem{Base: m.Base, Index: k, Scale: 1, Disp: m.Disp}
+		case 2:
+			return Mem{Base: m.Base, Index: k, Scale: 2, Disp: m.Disp}
+		}
+		return Mem{Base: m.Base, Index: k3, Scale: 1, Disp: m.Disp}
+	}
+	unroll := 1
+	if n == 1 {
+		unroll = 2
+	}
+	acc := make([][]VecVirtual, unroll)
+	for u := range acc {
+		acc[u] = make([]VecVirtual, n)
+		for i := range acc[u] {
+			acc[u][i] = ZMM()
+			VPXORD(acc[u][i], acc[u][i], acc[u][i])
+		}
+	}
+	mask, one := ZMM(), ZMM()
+	VBROADCASTI64X4(nibbles, mask)
+	VBROADCASTI64X4(ones, one)
+
+	// pair emits blocks 2p and 2p+1 of the current group.
+	pair := func(p int, acc []VecVirtual) {
+		wb := w.Offset(2 * 18 * p)
+		qb, sb, db := qs.Offset(64*p), s4.Offset(64*p), d8.Offset(64*p)
+		// Weight scales: [dA ×8 | dB ×8] as float32.
+		ha, hb := XMM(), XMM()
+		VPBROADCASTW(wb, ha)
+		VPBROADCASTW(wb.Offset(18), hb)
+		VINSERTI128(U8(1), hb, ha.AsY(), ha.AsY())
+		dw := ZMM()
+		VCVTPH2PS(ha.AsY(), dw)
+		// Nibbles: [A lo | A hi | B lo | B hi].
+		lo, hi := YMM(), YMM()
+		VMOVDQU(wb.Offset(2), lo.AsX())
+		VINSERTI128(U8(1), wb.Offset(20), lo, lo)
+		VPSRLW(U8(4), lo, hi)
+		wq := ZMM()
+		VINSERTI64X4(U8(1), hi, lo.AsZ(), wq)
+		VSHUFI64X2(U8(0xd8), wq, wq, wq)
+		VPANDD(mask, wq, wq)
+		for t := 0; t < n; t++ {
+			pr, sc := ZMM(), ZMM()
+			VMULPS(tok(db, t), dw, sc)
+			VPMADDUBSW(tok(qb, t), wq, pr)
+			VPMADDWD(one, pr, pr)
+			VPSUBD(tok(sb, t), pr, pr)
+			VCVTDQ2PS(pr, pr)
+			VFMADD231PS(pr, sc, acc[t])
+		}
+	}
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	for u := 0; u < unroll; u++ {
+		pair(u, acc[u])
+	}
+	ADDQ(U32(2*18*unroll), w.Base)
+	ADDQ(U32(64*unroll), qs.Base)
+	ADDQ(U32(64*unroll), s4.Base)
+	ADDQ(U32(64*unroll), d8.Base)
+	SUBQ(U32(2*unroll), nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	out := Mem{Base: Load(Param("out"), GP64())}
+	for t := 0; t < n; t++ {
+		for u := 1; u < unroll; u++ {
+			VADDPS(acc[u][t], acc[0][t], acc[0][t])
+		}
+		z := acc[0][t]
+		top := YMM()
+		VEXTRACTF64X4(U8(1), z, top)
+		VADDPS(top, z.AsY(), z.AsY())
+		x, top2 := z.AsX(), XMM()
+		VEXTRACTF128(U8(1), z.AsY(), top2)
+		VADDPS(top2, x, x)
 		VHADDPS(x, x, x)
 		VHADDPS(x, x, x)
 		VMOVSS(x, out.Offset(4*t))
