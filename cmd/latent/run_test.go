@@ -469,3 +469,36 @@ func TestRunOnce(t *testing.T) {
 		}
 	}
 }
+
+// `latent run REF` pulls a Hub model into the store the first time, then
+// runs the stored file.
+func TestRunPullsOnFirstUse(t *testing.T) {
+	s, store, _ := fakeHubEnv(t)
+	args := []string{"hf.co/tiny/models-GGUF:Q4_0", "func main", "--raw", "--temperature", "0", "-n", "8", "--ignore-eos"}
+	want, _, err := runWithStdin(t, "", append([]string{goldenModel("tiny-youtu-q4_0")}, args[1:]...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	out, errOut, err := runWithStdin(t, "", args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if out != want {
+		t.Errorf("answered %q, the golden file answers %q", out, want)
+	}
+	if !strings.Contains(errOut, "tiny-Q4_0.gguf") {
+		t.Errorf("no pull progress on stderr:\n%s", errOut)
+	}
+	if _, err := os.Stat(filepath.Join(store, "hf.co", "tiny", "models-GGUF", "tiny-Q4_0.gguf")); err != nil {
+		t.Errorf("not in the store: %v", err)
+	}
+
+	out, errOut, err = runWithStdin(t, "", args...)
+	if err != nil || out != want || errOut != "" {
+		t.Errorf("second run: %v, %q, stderr %q", err, out, errOut)
+	}
+	if n := len(s.Downloads("tiny-Q4_0.gguf")); n != 1 {
+		t.Errorf("%d downloads, want 1", n)
+	}
+}
