@@ -8,14 +8,25 @@ import (
 	"sync"
 
 	"github.com/nikolalohinski/gonja/v2/builtins"
+	controlStructures "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
 	"github.com/nikolalohinski/gonja/v2/config"
 	"github.com/nikolalohinski/gonja/v2/exec"
 	"github.com/nikolalohinski/gonja/v2/loaders"
+	"github.com/nikolalohinski/gonja/v2/nodes"
 	"github.com/nikolalohinski/gonja/v2/parser"
 )
 
 // maxRange bounds range(): a chat template never needs more, and a hostile one cannot spin forever on it.
 const maxRange = 1 << 20
+
+// maxMacroDepth bounds macro recursion: deeper, Go's stack overflow would kill the process, not fail the render.
+const maxMacroDepth = 200
+
+// maxOutput bounds what one render writes (a variable so that tests can lower it).
+var maxOutput = 64 << 20
+
+// depthVar is the per-render variable holding the macro call depth.
+const depthVar = "__latent_macro_depth"
 
 // templateName is the one name the loader knows, so {% include %} and friends find nothing else.
 const templateName = "/chat_template.jinja"
@@ -43,6 +54,20 @@ func environment() (*exec.Environment, *config.Config) {
 		filters.Replace("tojson", filterToJSON)
 		filters.Replace("items", filterItems)
 
+		structures := exec.NewControlStructureSet(map[string]parser.ControlStructureParser{}).Update(builtins.ControlStructures)
+		if macro, ok := structures.Get("macro"); ok {
+			structures.Replace("macro", guardedMacroParser(macro))
+		}
+		if loop, ok := structures.Get("for"); ok {
+			structures.Replace("for", nonRecursiveFor(loop))
+		}
+		// A chat template is one self-contained text; including itself would recurse without end.
+		for _, name := range []string{"include", "import", "from", "extends"} {
+			if structures.Exists(name) {
+				structures.Replace(name, unsupported(name))
+			}
+		}
+
 		globals := exec.NewContext(map[string]any{
 			"raise_exception": raiseException,
 			"range":           rangeList,
@@ -51,7 +76,7 @@ func environment() (*exec.Environment, *config.Config) {
 			Context:           exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables).Update(globals),
 			Filters:           filters,
 			Tests:             builtins.Tests,
-			ControlStructures: builtins.ControlStructures,
+			ControlStructures: structures,
 			Methods: exec.Methods{
 				Bool:  builtins.Methods.Bool,
 				Int:   builtins.Methods.Int,
@@ -89,11 +114,91 @@ func (c *compiled) render(vars map[string]any) (out string, err error) {
 			out, err = "", fmt.Errorf("chat template: render failed: %v", r)
 		}
 	}()
-	out, err = c.tpl.ExecuteToString(exec.NewContext(vars))
-	if err != nil {
+	vars[depthVar] = new(macroDepth)
+	w := &limitedBuilder{limit: maxOutput}
+	if err := c.tpl.Execute(w, exec.NewContext(vars)); err != nil {
 		return "", templateError(err)
 	}
-	return out, nil
+	if w.err != nil { // gonja does not always pass write errors on
+		return "", fmt.Errorf("chat template: %w", w.err)
+	}
+	return w.String(), nil
+}
+
+// limitedBuilder is a strings.Builder that refuses to grow past limit.
+type limitedBuilder struct {
+	b     strings.Builder // not embedded: its WriteString would bypass the limit
+	limit int
+	err   error
+}
+
+func (b *limitedBuilder) String() string { return b.b.String() }
+
+func (b *limitedBuilder) Write(p []byte) (int, error) {
+	if b.err == nil && b.b.Len()+len(p) > b.limit {
+		b.err = fmt.Errorf("output longer than %d bytes", b.limit)
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	return b.b.Write(p)
+}
+
+type macroDepth struct{ n int }
+
+func unsupported(name string) parser.ControlStructureParser {
+	return func(p, args *parser.Parser) (nodes.ControlStructure, error) {
+		return nil, p.Error(fmt.Sprintf("{%% %s %%} is not supported in chat templates", name), p.Current())
+	}
+}
+
+// guardedMacroParser parses {% macro %} as gonja does and bounds the defined macro's recursion.
+func guardedMacroParser(base parser.ControlStructureParser) parser.ControlStructureParser {
+	return func(p, args *parser.Parser) (nodes.ControlStructure, error) {
+		cs, err := base(p, args)
+		if m, ok := cs.(*controlStructures.MacroControlStructure); ok && err == nil {
+			return &guardedMacro{m}, nil
+		}
+		return cs, err
+	}
+}
+
+// nonRecursiveFor parses {% for %} as gonja does but refuses `recursive` loops, whose loop(...) calls could
+// recurse past Go's stack; chat templates do not use them.
+func nonRecursiveFor(base parser.ControlStructureParser) parser.ControlStructureParser {
+	return func(p, args *parser.Parser) (nodes.ControlStructure, error) {
+		start := p.Current()
+		cs, err := base(p, args)
+		if f, ok := cs.(*controlStructures.ForControlStructure); ok && err == nil && f.Recursive {
+			return nil, p.Error("recursive for loops are not supported in chat templates", start)
+		}
+		return cs, err
+	}
+}
+
+type guardedMacro struct {
+	*controlStructures.MacroControlStructure
+}
+
+func (g *guardedMacro) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock) error {
+	fn, err := exec.MacroNodeToFunc(g.Macro, r)
+	if err != nil {
+		return fmt.Errorf("macro %s: %w", g.Name, err)
+	}
+	v, _ := r.Environment.Context.Get(depthVar)
+	depth, _ := v.(*macroDepth)
+	if depth == nil {
+		return fmt.Errorf("macro %s: no depth counter", g.Name)
+	}
+	r.Environment.Context.Set(g.Name, exec.Macro(func(params *exec.VarArgs) *exec.Value {
+		if depth.n >= maxMacroDepth {
+			return exec.AsValue(fmt.Errorf("macro %s: recursion deeper than %d", g.Name, maxMacroDepth))
+		}
+		depth.n++
+		defer func() { depth.n-- }()
+		return fn(params)
+	}))
+	return nil
 }
 
 var atLine = regexp.MustCompile(`at line (\d+)`)

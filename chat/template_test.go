@@ -161,3 +161,39 @@ func TestErrorsNameTheLine(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileTemplates: a template from a model file is untrusted input; what could crash the process or read
+// files fails the render instead.
+func TestHostileTemplates(t *testing.T) {
+	defer func(n int) { maxOutput = n }(maxOutput)
+	maxOutput = 1 << 16
+	tests := []struct{ name, src, want string }{
+		{"macro recursion", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "recursion deeper than 200"},
+		{"include itself", "a\n{% include '" + templateName + "' %}", "line 2: {% include %} is not supported"},
+		{"import", "{% import 'x.jinja' as x %}", "{% import %} is not supported"},
+		{"from import", "{% from 'x.jinja' import y %}", "{% from %} is not supported"},
+		{"extends", "{% extends 'base.jinja' %}", "{% extends %} is not supported"},
+		{"recursive loop", "{% for x in [1, [2]] recursive %}{{ loop(x) }}{% endfor %}", "recursive for loops are not supported"},
+		{"output flood", "{% for i in range(100) %}{% for j in range(100) %}xxxxxxxxxx{% endfor %}{% endfor %}", "output longer than 65536 bytes"},
+		{"huge range", "{% for i in range(10000000) %}{% endfor %}", "range longer than"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tpl, err := Parse(tc.src)
+			if err == nil {
+				_, err = tpl.Render(Input{})
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	// Recursion that ends renders as jinja2 would.
+	tpl, err := Parse("{% macro f(n) %}{% if n > 0 %}{{ n }},{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(150) | length }}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := tpl.Render(Input{}); err != nil || got != "492" {
+		t.Errorf("bounded recursion: %q, %v; want 492 (jinja2)", got, err)
+	}
+}
