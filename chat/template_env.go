@@ -14,6 +14,7 @@ import (
 	"github.com/nikolalohinski/gonja/v2/loaders"
 	"github.com/nikolalohinski/gonja/v2/nodes"
 	"github.com/nikolalohinski/gonja/v2/parser"
+	"github.com/nikolalohinski/gonja/v2/tokens"
 )
 
 // maxRange bounds range(): a chat template never needs more, and a hostile one cannot spin forever on it.
@@ -103,6 +104,10 @@ func compile(src string) (c *compiled, err error) {
 	}
 	tpl, err := exec.NewTemplate(templateName, conf, loader, e)
 	if err != nil {
+		var syn *parser.SyntaxError
+		if errors.As(err, &syn) && syn.Line == 0 {
+			syn.Line = lexErrorLine(src, conf) // gonja's lexer errors carry an offset, not a line
+		}
 		return nil, templateError(err)
 	}
 	return &compiled{tpl: tpl}, nil
@@ -201,6 +206,20 @@ func (g *guardedMacro) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock)
 	return nil
 }
 
+// lexErrorLine is the line of the lexer's error in src, or 0.
+func lexErrorLine(src string, conf *config.Config) int {
+	s := tokens.LexAll(src, conf)
+	for !s.End() {
+		s.Next()
+	}
+	if !s.IsError() {
+		return 0
+	}
+	norm := strings.ReplaceAll(strings.ReplaceAll(src, "\r\n", "\n"), "\r", "\n") // as the lexer sees it
+	pos := min(max(s.Current().Pos, 0), len(norm))
+	return strings.Count(norm[:pos], "\n") + 1
+}
+
 var atLine = regexp.MustCompile(`at line (\d+)`)
 
 // templateError turns gonja's error chain into one line that names the template line: "chat template line
@@ -211,6 +230,9 @@ func templateError(err error) error {
 		msg := syn.Message
 		if syn.Raw != "" {
 			msg += fmt.Sprintf(" near %q", syn.Raw)
+		}
+		if syn.Column == 0 && syn.Raw != "" { // a lexer error: Raw is its message
+			msg = syn.Raw
 		}
 		return fmt.Errorf("chat template line %d: %s", syn.Line, oneLine(msg))
 	}

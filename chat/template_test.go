@@ -197,3 +197,10 @@ func TestHostileTemplates(t *testing.T) {
 		t.Errorf("bounded recursion: %q, %v; want 492 (jinja2)", got, err)
 	}
 }
+
+func TestLexerErrorLine(t *testing.T) {
+	_, err := Parse("{% for m in messages %}\r\n{{ m.content }\n{% endfor %}")
+	if err == nil || !strings.HasPrefix(err.Error(), "chat template line 2: ") {
+		t.Errorf("error %v, want one naming line 2", err)
+	}
+}

@@ -33,6 +33,7 @@ func newRootCmd() *cobra.Command {
 		newLogitsCmd(),
 		newRunCmd(),
 		newProfileCmd(),
+		newChatTemplateCmd(),
 		newTokenizeCmd(),
 		newServeCmd(),
 		newPullCmd(),
