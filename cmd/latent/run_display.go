@@ -49,6 +49,9 @@ func (p *replyPrinter) write(s string) error {
 
 // print writes the next reasoning and answer text.
 func (p *replyPrinter) print(reasoning, answer string) error {
+	if p.color {
+		reasoning, answer = sanitize(reasoning), sanitize(answer)
+	}
 	if reasoning != "" {
 		switch {
 		case p.state == printNothing && p.hide:
@@ -115,4 +118,23 @@ func (p *replyPrinter) end() error {
 		return p.write("\n")
 	}
 	return nil
+}
+
+// sanitize replaces the control characters of model output, other than tab
+// and newline, with U+FFFD before they reach a terminal: a model must not
+// move the cursor, clear the screen or send escape sequences.
+func sanitize(s string) string {
+	if !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if isControl(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+}
+
+func isControl(r rune) bool {
+	return (r < 0x20 && r != '\t' && r != '\n') || (r >= 0x7f && r < 0xa0)
 }

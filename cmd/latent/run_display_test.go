@@ -28,6 +28,9 @@ func TestReplyPrinter(t *testing.T) {
 		{"reasoning cut short, dimmed", true, false, think[:2], "\x1b[2mLet me think.\x1b[0m\n"},
 		{"reasoning cut short, hidden", true, true, think[:2], "\x1b[2mthinking...\x1b[0m\r\x1b[K"},
 		{"reasoning and answer in one piece", false, false, []piece{{"Hm.", "Yes."}}, "<think>\nHm.\n</think>\n\nYes.\n"},
+		// A terminal gets no control characters from the model; a pipe gets its bytes.
+		{"control characters on a terminal", true, false, []piece{{"a\x1b[2J\r", "\tb\x0b\n\u0085é"}}, "\x1b[2ma\uFFFD[2J\uFFFD\x1b[0m\n\n\tb\uFFFD\n\uFFFDé\n"},
+		{"control characters elsewhere", false, false, []piece{{"", "\tb\x0b\x1b\n"}}, "\tb\x0b\x1b\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
