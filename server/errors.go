@@ -136,7 +136,8 @@ func jsonError(err error) *apiError {
 	case errors.As(err, &syn):
 		return badRequest("", fmt.Sprintf("malformed JSON at byte %d: %s", syn.Offset, syn.Error()))
 	case errors.As(err, &typ):
-		field := typ.Field
+		// The path names embedded structs too: keep the JSON names.
+		field := strings.ReplaceAll(typ.Field, "openAISampling.", "")
 		if field == "" {
 			return badRequest("", fmt.Sprintf("the request body must be a JSON object, not %s", jsonKind(typ.Value)))
 		}

@@ -211,3 +211,5 @@ func postSSE(t testing.TB, url, body string) []string {
 	t.Fatalf("the stream did not end with data: [DONE]:\n%s", raw)
 	return nil
 }
+
+func userMsg(text string) chat.Message { return chat.Message{Role: "user", Content: text} }

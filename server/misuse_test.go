@@ -1,0 +1,468 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"go.uber.org/goleak"
+)
+
+func TestBadInputs(t *testing.T) {
+	m := goldenModel(t, "tiny-glm-f32.gguf", 64)
+	ts := startServer(t, Config{Model: m})
+	long := strings.Repeat("word ", 200)
+	tests := []struct {
+		name, path, body string
+		status           int
+		param            string // OpenAI's param, when one field is at fault
+		says             string // in the message
+	}{
+		{"malformed JSON", "/v1/chat/completions", `{"messages": [`, 400, "", "malformed JSON"},
+		{"not JSON", "/v1/chat/completions", `hello`, 400, "", "malformed JSON"},
+		{"empty body", "/v1/chat/completions", ``, 400, "", "empty"},
+		{"array body", "/v1/chat/completions", `[1,2]`, 400, "", "JSON object"},
+		{"messages a string", "/v1/chat/completions", `{"messages":"hi"}`, 400, "messages", "messages must be an array, not a string"},
+		{"temperature a string", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"temperature":"hot"}`, 400, "temperature", "must be a number"},
+		{"max_tokens a float", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1.5}`, 400, "max_tokens", "must be an integer"},
+		{"stream a string", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stream":"yes"}`, 400, "stream", "must be a boolean"},
+		{"role a number", "/v1/chat/completions", `{"messages":[{"role":1,"content":"hi"}]}`, 400, "messages.role", "must be a string"},
+		{"content a number", "/v1/chat/completions", `{"messages":[{"role":"user","content":5}]}`, 400, "messages[0].content", "not a number"},
+		{"stop a number", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stop":5}`, 400, "stop", "string or an array"},
+		{"empty messages", "/v1/chat/completions", `{"messages":[]}`, 400, "messages", "at least one message"},
+		{"no messages", "/v1/chat/completions", `{"model":"x"}`, 400, "messages", "missing"},
+		{"unknown role", "/v1/chat/completions", `{"messages":[{"role":"wizard","content":"hi"}]}`, 400, "messages[0].role", `"wizard" is not one of`},
+		{"missing role", "/v1/chat/completions", `{"messages":[{"content":"hi"}]}`, 400, "messages[0].role", "missing"},
+		{"image part", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, "messages[0].content", "only text"},
+		{"n = 2", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"n":2}`, 400, "n", "n = 1"},
+		{"temperature too high", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"temperature":3}`, 400, "temperature", "outside [0, 2]"},
+		{"top_p too high", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"top_p":1.5}`, 400, "top_p", "outside [0, 1]"},
+		{"max_tokens zero", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":0}`, 400, "max_tokens", "at least 1"},
+		{"json response format", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}`, 400, "response_format", "not supported"},
+		{"prompt longer than the context", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + long + `"}]}`, 400, "", "more than fit in the context of 64"},
+		{"completion without prompt", "/v1/completions", `{"max_tokens":3}`, 400, "prompt", "missing"},
+		{"completion of two prompts", "/v1/completions", `{"prompt":["a","b"]}`, 400, "prompt", "2 prompts"},
+		{"completion prompt an object", "/v1/completions", `{"prompt":{"a":1}}`, 400, "prompt", "must be a string"},
+		{"completion token outside the vocabulary", "/v1/completions", `{"prompt":[1, 5000]}`, 400, "prompt", "outside the vocabulary"},
+		{"completion too long", "/v1/completions", `{"prompt":"` + long + `"}`, 400, "", "tokens, more than fit in the context of 64"},
+		{"unknown endpoint", "/v1/embeddings", `{}`, 404, "", "no endpoint"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var e struct {
+				Error *struct {
+					Message *string `json:"message"`
+					Type    *string `json:"type"`
+					Param   *string `json:"param"`
+					Code    any     `json:"code"`
+				} `json:"error"`
+			}
+			postJSON(t, ts.url+tc.path, tc.body, tc.status, &e)
+			if e.Error == nil || e.Error.Message == nil || e.Error.Type == nil {
+				t.Fatalf("not an OpenAI error object: %+v", e)
+			}
+			if !strings.Contains(*e.Error.Message, tc.says) {
+				t.Errorf("message %q does not say %q", *e.Error.Message, tc.says)
+			}
+			if got := ""; tc.param != "" {
+				if e.Error.Param != nil {
+					got = *e.Error.Param
+				}
+				if got != tc.param {
+					t.Errorf("param %q, want %q", got, tc.param)
+				}
+			}
+		})
+	}
+
+	// The raw error object has all four keys, as OpenAI's does.
+	resp, err := httpClient().Post(ts.url+"/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]map[string]any
+	json.NewDecoder(resp.Body).Decode(&raw)
+	resp.Body.Close()
+	for _, k := range []string{"message", "type", "param", "code"} {
+		if _, ok := raw["error"][k]; !ok {
+			t.Errorf("error object lacks %q: %v", k, raw)
+		}
+	}
+
+	ollama := []struct{ name, path, body, says string }{
+		{"malformed JSON", "/api/chat", `{"messages":`, "malformed JSON"},
+		{"unknown role", "/api/chat", `{"messages":[{"role":"robot","content":"x"}]}`, `"robot" is not one of`},
+		{"options not an object", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":3}`, "options"},
+		{"num_predict a string", "/api/generate", `{"prompt":"x","options":{"num_predict":"ten"}}`, "options.num_predict: must be an integer"},
+		{"images", "/api/generate", `{"prompt":"x","images":["aGk="]}`, "images are not supported"},
+		{"format", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"format":"json"}`, "format"},
+		{"too long", "/api/generate", `{"prompt":"` + long + `","raw":true}`, "more than fit in the context of 64"},
+	}
+	for _, tc := range ollama {
+		t.Run("ollama "+tc.name, func(t *testing.T) {
+			var e map[string]any
+			postJSON(t, ts.url+tc.path, tc.body, 400, &e)
+			msg, ok := e["error"].(string)
+			if !ok || len(e) != 1 {
+				t.Fatalf("not an Ollama error object: %v", e)
+			}
+			if !strings.Contains(msg, tc.says) {
+				t.Errorf("message %q does not say %q", msg, tc.says)
+			}
+		})
+	}
+
+	// And the server still answers.
+	var ok struct {
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	postJSON(t, ts.url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, 200, &ok)
+	if len(ok.Choices) != 1 || ok.Choices[0].FinishReason != "length" {
+		t.Errorf("after the bad requests: %+v", ok)
+	}
+}
+
+func TestAPIKey(t *testing.T) {
+	m := goldenModel(t, "tiny-glm-f32.gguf", 128)
+	ts := startServer(t, Config{Model: m, APIKey: "s3cret"})
+	get := func(path, auth string) (int, string) {
+		req, _ := http.NewRequest("GET", ts.url+path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := httpClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, tc := range []struct {
+		path, auth string
+		status     int
+		body       string
+	}{
+		{"/v1/models", "", 401, `"type":"authentication_error"`},
+		{"/v1/models", "Bearer wrong", 401, `"code":"invalid_api_key"`},
+		{"/v1/models", "s3cret", 401, "Bearer KEY"},
+		{"/api/tags", "", 401, `{"error":"missing or wrong API key`},
+		{"/metrics", "", 401, "API key"},
+		{"/v1/models", "Bearer s3cret", 200, `"id":"tiny-glm-f32"`},
+		{"/api/tags", "Bearer s3cret", 200, `"models"`},
+		{"/health", "", 200, `"status":"ok"`},
+		{"/", "", 200, "<title>latent</title>"},
+	} {
+		status, body := get(tc.path, tc.auth)
+		if status != tc.status || !strings.Contains(body, tc.body) {
+			t.Errorf("GET %s with %q: %d %s, want %d with %s", tc.path, tc.auth, status, body, tc.status, tc.body)
+		}
+	}
+	ctx := context.Background()
+	params := openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, MaxTokens: openai.Int(2)}
+	without, with := openAIClient(ts), openAIClient(ts, option.WithAPIKey("s3cret"))
+	if _, err := without.Chat.Completions.New(ctx, params); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("without the key: %v", err)
+	}
+	if _, err := with.Chat.Completions.New(ctx, params); err != nil {
+		t.Errorf("with the key: %v", err)
+	}
+}
+
+// openStream starts a streamed chat completion and returns its response once
+// the first event has arrived.
+func openStream(t *testing.T, ctx context.Context, url, body string) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/chat/completions", strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	r := bufio.NewReader(resp.Body)
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	return resp, r
+}
+
+// waitFor polls cond for up to d.
+func waitFor(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+const endless = `{"stream":true,"messages":[{"role":"user","content":"go on"}]}`
+
+func TestQueueFullAnswers429(t *testing.T) {
+	m := goldenModel(t, "tiny-glm-f32.gguf", 128)
+	net := newScriptedNet(m, "and on", 1<<20)
+	net.eos, net.delay = -1, 2*time.Millisecond // endless and slow
+	ts := startServer(t, Config{Model: net.on(m), QueueSize: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	resp, _ := openStream(t, ctx, ts.url, endless) // holds the model
+	defer resp.Body.Close()
+	waiting := make(chan int, 1)
+	go func() { // waits in the queue's one place
+		req, _ := http.NewRequestWithContext(ctx, "POST", ts.url+"/v1/chat/completions", strings.NewReader(endless))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			waiting <- 0
+			return
+		}
+		resp.Body.Close()
+		waiting <- resp.StatusCode
+	}()
+	if !waitFor(5*time.Second, func() bool { return ts.queue.depth() == 1 }) {
+		t.Fatal("the second request never queued")
+	}
+	var e struct {
+		Error struct {
+			Type, Message string
+			Code          string
+		}
+	}
+	h := postJSON(t, ts.url+"/v1/chat/completions", endless, 429, &e)
+	if h.Get("Retry-After") == "" || e.Error.Code != "queue_full" || !strings.Contains(e.Error.Message, "1 requests are already waiting") {
+		t.Errorf("429 with Retry-After %q and %+v", h.Get("Retry-After"), e)
+	}
+	var oe map[string]string
+	postJSON(t, ts.url+"/api/generate", `{"prompt":"x"}`, 429, &oe)
+	if !strings.Contains(oe["error"], "busy") {
+		t.Errorf("ollama 429: %v", oe)
+	}
+	cancel()
+	if code := <-waiting; code == 429 {
+		t.Error("the queued request was refused")
+	}
+}
+
+func TestDisconnectCancelsGeneration(t *testing.T) {
+	m := goldenModel(t, "tiny-glm-f32.gguf", 128)
+	net := newScriptedNet(m, "and on", 1<<20)
+	net.eos, net.delay = -1, time.Millisecond
+	ts := startServer(t, Config{Model: net.on(m)})
+
+	for _, path := range []string{"openai", "ollama"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		if path == "openai" {
+			resp, _ := openStream(t, ctx, ts.url, endless)
+			defer resp.Body.Close()
+		} else {
+			req, _ := http.NewRequestWithContext(ctx, "POST", ts.url+"/api/chat", strings.NewReader(`{"messages":[{"role":"user","content":"go on"}]}`))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			bufio.NewReader(resp.Body).ReadString('\n')
+		}
+		if !ts.queue.busy() {
+			t.Fatal("not generating")
+		}
+		cancel() // the client goes away
+		if !waitFor(2*time.Second, func() bool { return !ts.queue.busy() }) {
+			t.Fatalf("%s: the generation went on after the client left", path)
+		}
+		before := net.calls()
+		time.Sleep(50 * time.Millisecond)
+		if after := net.calls(); after != before {
+			t.Errorf("%s: %d forward passes after the generation ended", path, after-before)
+		}
+	}
+	// The server goes on serving.
+	net.eos = m.Tokenizer.EOS()
+	postJSON(t, ts.url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}]}`, 200, nil)
+}
+
+func TestDrain(t *testing.T) {
+	m := goldenModel(t, "tiny-glm-f32.gguf", 128)
+
+	t.Run("streams in flight finish", func(t *testing.T) {
+		net := newScriptedNet(m, strings.Repeat("word ", 30), 1<<20)
+		net.delay = 3 * time.Millisecond
+		ts := startServer(t, Config{Model: net.on(m), DrainTimeout: 20 * time.Second})
+		resp, r := openStream(t, context.Background(), ts.url, `{"stream":true,"messages":[{"role":"user","content":"x"}]}`)
+		defer resp.Body.Close()
+		stopped := make(chan struct{})
+		go func() { ts.stop(); close(stopped) }()
+		rest, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasSuffix(string(rest), "data: [DONE]\n\n") || !strings.Contains(string(rest), `"finish_reason":"stop"`) {
+			t.Errorf("the stream was cut: %q", rest)
+		}
+		select {
+		case <-stopped:
+		case <-time.After(10 * time.Second):
+			t.Fatal("Serve did not return after the stream ended")
+		}
+		if _, err := http.Get(ts.url + "/health"); err == nil {
+			t.Error("still accepting connections after the drain")
+		}
+	})
+
+	t.Run("bounded", func(t *testing.T) {
+		net := newScriptedNet(m, "and on", 1<<20)
+		net.eos, net.delay = -1, time.Millisecond
+		ts := startServer(t, Config{Model: net.on(m), DrainTimeout: 300 * time.Millisecond})
+		resp, r := openStream(t, context.Background(), ts.url, endless)
+		defer resp.Body.Close()
+		start := time.Now()
+		ts.stop()
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("drain took %v with a bound of 300ms", d)
+		}
+		io.ReadAll(r) // the stream ends
+		if ts.queue.busy() {
+			t.Error("still generating after the drain")
+		}
+	})
+}
+
+func TestMetrics(t *testing.T) {
+	m := goldenModel(t, "tiny-glm-f32.gguf", 128)
+	ts := startServer(t, Config{Model: m})
+	for i := 0; i < 2; i++ {
+		postSSE(t, ts.url+"/v1/chat/completions", `{"stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)
+	}
+	postJSON(t, ts.url+"/v1/chat/completions", `{"messages":[]}`, 400, nil)
+	postJSON(t, ts.url+"/api/generate", `{"prompt":"hi","raw":true,"stream":false,"options":{"num_predict":3}}`, 200, nil)
+
+	resp, err := httpClient().Get(ts.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := func(name string, labels ...string) float64 {
+		f, ok := fams[name]
+		if !ok {
+			t.Fatalf("no metric %s", name)
+		}
+	next:
+		for _, mt := range f.Metric {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, l := range mt.Label {
+					found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+				}
+				if !found {
+					continue next
+				}
+			}
+			switch {
+			case mt.Counter != nil:
+				return mt.Counter.GetValue()
+			case mt.Gauge != nil:
+				return mt.Gauge.GetValue()
+			case mt.Histogram != nil:
+				return float64(mt.Histogram.GetSampleCount())
+			}
+		}
+		t.Fatalf("no %s with %v", name, labels)
+		return 0
+	}
+	bos := 0
+	if m.Tokenizer.AddBOS() {
+		bos = 1
+	}
+	prompt := len(m.Tokenizer.Encode(chatPrompt(t, m, userMsg("hi")), true)) + bos
+	checks := []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"latent_requests_total", []string{"endpoint", "chat_completions", "code", "200"}, 2},
+		{"latent_requests_total", []string{"endpoint", "chat_completions", "code", "400"}, 1},
+		{"latent_requests_total", []string{"endpoint", "ollama_generate", "code", "200"}, 1},
+		{"latent_generated_tokens_total", nil, 5 + 5 + 3},
+		{"latent_prompt_tokens_total", nil, float64(2*prompt + len(m.Tokenizer.Encode("hi", true)) + bos)},
+		// The second chat reuses all but the last prompt token; the raw
+		// prompt shares only the BOS with it.
+		{"latent_prompt_tokens_cached_total", nil, float64(prompt - 1 + bos)},
+		{"latent_queue_depth", nil, 0},
+		{"latent_time_to_first_token_seconds", nil, 3},
+		{"latent_tokens_per_second", nil, 3},
+	}
+	for _, c := range checks {
+		if got := value(c.name, c.labels...); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}
+
+func TestLoad64Clients(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	m := goldenModel(t, "tiny-glm-f32.gguf", 128)
+	ts := startServer(t, Config{Model: m})
+	transport := &http.Transport{MaxIdleConnsPerHost: 64}
+	client := openAIClient(ts, option.WithHTTPClient(&http.Client{Transport: transport}))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	const clients = 64
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+				Model:         "m",
+				Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello")},
+				MaxTokens:     openai.Int(3),
+				Seed:          openai.Int(int64(i)),
+				StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+			})
+			defer stream.Close()
+			var acc openai.ChatCompletionAccumulator
+			for stream.Next() {
+				acc.AddChunk(stream.Current())
+			}
+			switch {
+			case stream.Err() != nil:
+				errs <- fmt.Errorf("client %d: %w", i, stream.Err())
+			case len(acc.Choices) != 1 || acc.Choices[0].FinishReason != "length" || acc.Usage.CompletionTokens != 3:
+				errs <- fmt.Errorf("client %d: %+v", i, acc.ChatCompletion)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if ts.queue.busy() || ts.queue.depth() != 0 {
+		t.Error("the queue did not empty")
+	}
+	transport.CloseIdleConnections()
+	ts.stop()
+}
