@@ -35,7 +35,9 @@ type kernel struct {
 
 func f16(b []byte) float32 { return quant.F16ToF32(binary.LittleEndian.Uint16(b)) }
 
-// dotQ4_0Go is ggml_vec_dot_q4_0_q8_0: Σ_b d_w·d_a·Σ_j (nibble_j − 8)·a_j.
+// dotQ4_0Go is ggml_vec_dot_q4_0_q8_0: Σ_b d_w·d_a·Σ_j (nibble_j − 8)·a_j,
+// one float per row summed block after block, the order of ggml's repacked
+// Q4_0 kernels that llama.cpp runs on x86.
 func dotQ4_0Go(w []byte, a arow) float32 {
 	var sum float32
 	for b, da := range a.d {
@@ -50,19 +52,35 @@ func dotQ4_0Go(w []byte, a arow) float32 {
 	return sum
 }
 
-// dotQ8_0Go is ggml_vec_dot_q8_0_q8_0.
+// dotQ8_0Go is ggml_vec_dot_q8_0_q8_0 in the float order of the AVX2
+// one-token kernel: eight lanes (lane i sums the products of bytes 4i..4i+3
+// of a block), even and odd blocks in two accumulators, one fused
+// multiply-add per block, then the lanes pairwise. Rounding the same way
+// keeps the pure-Go and SIMD paths on the same side of 8-bit rounding ties.
 func dotQ8_0Go(w []byte, a arow) float32 {
-	var sum float32
+	var acc [2][8]float32
 	for b, da := range a.d {
 		blk := w[b*34 : b*34+34]
 		q := a.qs[b*32 : b*32+32]
-		var s int32
+		var p [8]int32
 		for j, v := range blk[2:34] {
-			s += int32(int8(v)) * int32(q[j])
+			p[j/4] += int32(int8(v)) * int32(q[j])
 		}
-		sum += float32(s) * (f16(blk) * da)
+		scale, ac := float64(f16(blk)*da), &acc[b%2]
+		if len(a.d)%2 == 1 && b == len(a.d)-1 {
+			ac = &acc[0] // the odd last block goes to the first accumulator
+		}
+		for i, v := range p {
+			ac[i] = float32(scale*float64(v) + float64(ac[i])) // exact product, one rounding: an FMA
+		}
 	}
-	return sum
+	var x [8]float32
+	for i := range x {
+		x[i] = acc[0][i] + acc[1][i]
+	}
+	// VEXTRACTF128 + VADDPS, then VHADDPS twice.
+	r := [4]float32{x[0] + x[4], x[1] + x[5], x[2] + x[6], x[3] + x[7]}
+	return (r[0] + r[1]) + (r[2] + r[3])
 }
 
 // dotQ6KGo is ggml_vec_dot_q6_K_q8_K: per super-block d_w·d_a·Σ_sub sc·Σ q·a
