@@ -54,6 +54,7 @@ With --prompt-tokens it generates after a prompt of token ids and prints the gen
 				return fmt.Errorf("-n %d: give a positive count, or -1 for no limit", o.n)
 			}
 			o.seedSet = cmd.Flags().Changed("seed")
+			o.thinkSet = cmd.Flags().Changed("think")
 			if !o.seedSet {
 				// llama.cpp's default too: a fresh seed, shown by --verbose.
 				o.sampler.Seed = rand.Uint64()
@@ -89,6 +90,7 @@ With --prompt-tokens it generates after a prompt of token ids and prints the gen
 	f.BoolVar(&o.raw, "raw", false, "no chat template: the model reads the text as it is (each chat line continues it)")
 	f.BoolVar(&o.hideThinking, "hide-thinking", false, "do not show the reasoning of thinking models (<think>…</think>)")
 	f.StringVar(&o.system, "system", "", "system message that opens the conversation")
+	f.BoolVar(&o.think, "think", true, "with --think=false, ask the chat template to turn thinking off (enable_thinking)")
 	addLoadFlags(cmd, &o.load)
 	return cmd
 }
@@ -105,6 +107,8 @@ type runOptions struct {
 	raw          bool
 	hideThinking bool
 	system       string
+	think        bool
+	thinkSet     bool // --think was given
 	load         model.Options
 }
 
@@ -246,6 +250,9 @@ func newChatSession(cmd *cobra.Command, lm *model.Loaded, o *runOptions) (*chatS
 		verbose:      o.verbose,
 	}
 	c.conv.Tokenizer, c.conv.System = tok, o.system
+	if o.thinkSet {
+		c.conv.Extra = map[string]any{"enable_thinking": o.think}
+	}
 	if !o.raw {
 		if c.conv.Template, err = chat.FromGGUF(lm.File); err != nil {
 			return nil, fmt.Errorf("%s: chat template: %w", lm.File.Name, err)

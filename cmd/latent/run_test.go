@@ -423,6 +423,7 @@ func TestRunOnce(t *testing.T) {
 		{"template", []string{"Say", "hello"}, "", render(user("Say hello")), false},
 		{"hidden reasoning", []string{"Say hello", "--hide-thinking"}, "", render(user("Say hello")), true},
 		{"system", []string{"Say hello", "--system", "Be brief."}, "", render(chat.Message{Role: "system", Content: "Be brief."}, user("Say hello")), false},
+		{"thinking off", []string{"Say hello", "--think=false"}, "", strings.TrimSuffix(render(user("Say hello")), "<think>") + "</think>", false},
 		{"stdin after the prompt", []string{"Summarize:"}, "piped\ntext\n", render(user("Summarize:\n\npiped\ntext")), false},
 		{"stdin alone", nil, "  piped text\n", render(user("piped text")), false},
 	}
