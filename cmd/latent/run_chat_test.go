@@ -183,7 +183,7 @@ func (w *signalOnWrite) Write(p []byte) (int, error) {
 	if w.armed {
 		w.armed = false
 		w.sigs <- os.Interrupt
-		time.Sleep(100 * time.Millisecond) // let the chat cancel the answer
+		time.Sleep(300 * time.Millisecond) // let the chat cancel the answer
 	}
 	return w.Buffer.Write(p)
 }
