@@ -75,7 +75,9 @@ func startServer(t testing.TB, cfg Config) *testServer {
 // writes given text, reasoning tags included. Each forward pass may sleep, to
 // act slow.
 type scriptedNet struct {
-	script []int32
+	scripts [][]int32 // one per prefill, the last one repeated
+	runs    int
+	script  []int32
 	eos    int32 // generated after the script; -1: repeat the script forever
 	vocab  int
 	ctx    int
@@ -87,7 +89,13 @@ type scriptedNet struct {
 }
 
 func newScriptedNet(m *Model, text string, ctx int) *scriptedNet {
-	return &scriptedNet{script: m.Tokenizer.Encode(text, true), eos: m.Tokenizer.EOS(), vocab: m.Net.Vocab(), ctx: ctx, step: -1}
+	return &scriptedNet{scripts: [][]int32{m.Tokenizer.Encode(text, true)}, eos: m.Tokenizer.EOS(), vocab: m.Net.Vocab(), ctx: ctx, step: -1}
+}
+
+// then adds the script of the next request.
+func (n *scriptedNet) then(m *Model, text string) *scriptedNet {
+	n.scripts = append(n.scripts, m.Tokenizer.Encode(text, true))
+	return n
 }
 
 func (n *scriptedNet) Forward(tokens []int32, all bool) ([]float32, error) {
@@ -102,6 +110,8 @@ func (n *scriptedNet) Forward(tokens []int32, all bool) ([]float32, error) {
 	// restarts the script. Later ones continue it.
 	if n.step < 0 {
 		n.step = 0
+		n.script = n.scripts[min(n.runs, len(n.scripts)-1)]
+		n.runs++
 	} else {
 		n.step++
 	}
