@@ -78,10 +78,10 @@ type scriptedNet struct {
 	scripts [][]int32 // one per prefill, the last one repeated
 	runs    int
 	script  []int32
-	eos    int32 // generated after the script; -1: repeat the script forever
-	vocab  int
-	ctx    int
-	delay  time.Duration
+	eos     int32 // generated after the script; -1: repeat the script forever
+	vocab   int
+	ctx     int
+	delay   time.Duration
 
 	pos      int
 	step     int // tokens generated since the prefill
