@@ -60,6 +60,9 @@ type Backend struct {
 	kvl      int // latent width (kv_lora) of the cache rows
 	qcache   []quantEntry
 
+	bigShared map[uintptr]int // kernels whose dynamic shared memory limit was raised
+	counters  uintptr         // zeroed per-token counters for last-block-done kernels
+
 	graphs   map[uint64]uintptr
 	NoGraphs bool // launch every kernel directly (for tests and profiling)
 	NoFusion bool // record every operation as its own kernels (for tests)
@@ -101,7 +104,7 @@ func New(ordinal int) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{d: d, work: make(chan func()), done: make(chan struct{}), types: map[quant.Type]bool{},
-		graphs: map[uint64]uintptr{}, ropes: map[*float32]uintptr{}}
+		graphs: map[uint64]uintptr{}, ropes: map[*float32]uintptr{}, bigShared: map[uintptr]int{}}
 	started := make(chan error)
 	go b.loop(ordinal, started)
 	if err := <-started; err != nil {
@@ -206,6 +209,9 @@ func (b *Backend) Close() error {
 		}
 		if b.tokDev != 0 {
 			call(d.cuMemFree, b.tokDev)
+		}
+		if b.counters != 0 {
+			call(d.cuMemFree, b.counters)
 		}
 		if b.staging != 0 {
 			call(d.cuMemFreeHost, b.staging)
@@ -352,7 +358,13 @@ func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
 		if k.ptr, err = b.alloc(n, fmt.Sprintf("the latent cache (%d layers × %d positions × %d values)", layers, positions, width)); err != nil {
 			return
 		}
-		err = b.d.check("cuMemsetD8", call(b.d.cuMemsetD8, k.ptr, 0, uintptr(n)))
+		if err = b.d.check("cuMemsetD8", call(b.d.cuMemsetD8, k.ptr, 0, uintptr(n))); err != nil {
+			return
+		}
+		if b.counters, err = b.alloc(4*maxCounters, "counters"); err != nil {
+			return
+		}
+		err = b.d.check("cuMemsetD8", call(b.d.cuMemsetD8, b.counters, 0, 4*maxCounters))
 	})
 	if err != nil {
 		return nil, err
@@ -394,6 +406,10 @@ type chunk struct {
 }
 
 const chunkSize = 256 << 20
+
+// maxCounters bounds the tokens of a pass that a last-block-done kernel
+// (moe_router) serves in one launch.
+const maxCounters = 1 << 16
 
 // scratch returns n bytes of pass scratch, 256-byte aligned.
 func (b *Backend) scratch(n int64) uintptr {

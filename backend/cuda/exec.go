@@ -169,9 +169,10 @@ type launch struct {
 	grid, block [3]uint32
 	a0, n       int
 	structArg   bool
-	skip        bool  // a lazily recorded norm nobody needed
-	bytes       int64 // device memory the kernel reads and writes, for profiles
-	mq          *mq   // the parameters of an mmvq launch, for fusing
+	shmem       uint32 // dynamic shared memory bytes
+	skip        bool   // a lazily recorded norm nobody needed
+	bytes       int64  // device memory the kernel reads and writes, for profiles
+	mq          *mq    // the parameters of an mmvq launch, for fusing
 }
 
 func grid1(x int) [3]uint32    { return [3]uint32{uint32(max(x, 1)), 1, 1} }
@@ -188,6 +189,21 @@ func (b *Backend) record(name string, grid, block [3]uint32, bytes int64, args .
 	b.launches = append(b.launches, launch{fn: b.function(name), name: name, grid: grid, block: block,
 		a0: len(b.args), n: len(args), bytes: bytes})
 	b.args = append(b.args, args...)
+}
+
+// withShared gives the last launch n bytes of dynamic shared memory,
+// raising the kernel's limit first when n is past the default 48 KiB.
+func (b *Backend) withShared(n int) {
+	l := &b.launches[len(b.launches)-1]
+	l.shmem = uint32(n)
+	if n > 48<<10 && b.bigShared[l.fn] < n {
+		var err error
+		b.run(func() { err = b.d.check("cuFuncSetAttribute", call(b.d.cuFuncSetAttribute, l.fn, 8, uintptr(n))) })
+		if err != nil {
+			panic(fmt.Errorf("cuda: %s needs %d bytes of shared memory: %w", l.name, n, err))
+		}
+		b.bigShared[l.fn] = n
+	}
 }
 
 // recordStruct appends a launch whose one parameter is the struct in args.
@@ -211,7 +227,7 @@ func (b *Backend) signature() uint64 {
 		put(uint64(l.fn))
 		put(uint64(l.grid[0]) | uint64(l.grid[1])<<32)
 		put(uint64(l.grid[2]) | uint64(l.block[0])<<32)
-		put(uint64(l.n))
+		put(uint64(l.n) | uint64(l.shmem)<<32)
 		h.Write(buf)
 		buf = buf[:0]
 		for _, a := range b.args[l.a0 : l.a0+l.n] {
@@ -245,7 +261,7 @@ func (b *Backend) issue() error {
 			ev0 = b.prof.before(b)
 		}
 		r := call(d.cuLaunchKernel, l.fn, uintptr(l.grid[0]), uintptr(l.grid[1]), uintptr(l.grid[2]),
-			uintptr(l.block[0]), uintptr(l.block[1]), uintptr(l.block[2]), 0, b.stream, uintptr(unsafe.Pointer(&ptrs[0])), 0)
+			uintptr(l.block[0]), uintptr(l.block[1]), uintptr(l.block[2]), uintptr(l.shmem), b.stream, uintptr(unsafe.Pointer(&ptrs[0])), 0)
 		if r != 0 {
 			return d.check("launch "+l.name, r)
 		}

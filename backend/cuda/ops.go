@@ -250,6 +250,8 @@ type output struct {
 	xRows, xY, xDiv int64
 	up              *weight // fused gate/up: y = silu(x·W)·(x·up)
 	upOff           int64   // rows into up where its matrix starts
+	wts             uintptr // weighted sum of nsum consecutive problems per output problem
+	nsum            int
 }
 
 // mq mirrors the kernels' struct MQ (kernels/mmvq.cu).
@@ -270,6 +272,8 @@ type mq struct {
 	nw            uintptr
 	eps           float32
 	mode          int
+	wts           uintptr // MoE down: weighted sum of nsum experts per token
+	nsum          int64
 	in            input // what the activations are, for fusing
 }
 
@@ -277,7 +281,7 @@ func (m *mq) slots() []uint64 {
 	return []uint64{uint64(m.w), uint64(m.rowBytes), uint64(m.K), uint64(m.N), uint64(m.xq), uint64(m.xd), uint64(m.xb),
 		uint64(m.xrows), uint64(m.xY), uint64(max(m.xDiv, 1)), uint64(m.y), uint64(m.ys), uint64(m.yY), uint64(m.T),
 		uint64(m.acc), uint64(m.ids), uint64(m.wY), uint64(m.w2), uint64(m.xsrc), uint64(m.xrs), uint64(max(m.xS, 1)),
-		uint64(m.xseg), uint64(m.nw), f32bits(m.eps) | uint64(m.mode)<<32}
+		uint64(m.xseg), uint64(m.nw), f32bits(m.eps) | uint64(m.mode)<<32, uint64(m.wts), uint64(m.nsum)}
 }
 
 // mv mirrors the kernels' struct MV (kernels/matmul.cu).
@@ -302,7 +306,7 @@ func (m *mv) slots() []uint64 {
 // the generic ones otherwise.
 func (b *Backend) product(w *weight, in input, o output) {
 	K := int64(in.L)
-	bytes := int64(o.ny)*int64(o.N)*w.rowBytes + int64(o.T*o.ny)*(K+4*int64(o.N))
+	bytes := int64(o.ny*max(o.nsum, 1))*int64(o.N)*w.rowBytes + int64(o.T*o.ny)*(K+4*int64(o.N))
 	if o.up != nil {
 		bytes *= 2
 	}
@@ -313,7 +317,7 @@ func (b *Backend) product(w *weight, in input, o output) {
 		}
 		m := &mq{w: w.ptr, rowBytes: w.rowBytes, K: K, N: int64(o.N),
 			xrows: o.xRows, xY: o.xY, xDiv: o.xDiv, y: o.y, ys: o.ys, yY: o.yY, T: int64(o.T), acc: b2i(o.acc),
-			ids: o.ids, wY: o.wY, in: in}
+			ids: o.ids, wY: o.wY, in: in, wts: o.wts, nsum: int64(o.nsum)}
 		if o.T == 1 && !b.NoFusion {
 			m.xsrc, m.xrs, m.xS, m.xseg, m.nw, m.eps, m.mode = in.src, in.rs, int64(in.S), in.segStride, in.norm, in.eps, mode
 		} else {
@@ -351,6 +355,10 @@ func (b *Backend) recordMQ(w *weight, m *mq, ny int, bytes int64) {
 	}
 	b.recordStruct(name+deviceTypes[w.typ], grid3(ceilDiv(int(m.N), 8*rpw), ny, ceilDiv(int(m.T), nt)), [3]uint32{256, 1, 1}, bytes, m.slots()...)
 	b.launches[len(b.launches)-1].mq = m
+	if m.xsrc != 0 {
+		nk := max(m.nsum, 1)
+		b.withShared(int(nk * (m.K + 4*(m.K/32) + 4*(m.K/16))))
+	}
 }
 
 func checkMatMul(op string, d *tensor, w *weight, s *tensor) {
@@ -485,7 +493,7 @@ func (b *Backend) CacheStore(c backend.Cache, layer int, src backend.Tensor) {
 // splits is the number of position ranges attention divides the cache
 // into: fixed per context so that one recorded decode step serves all.
 func (b *Backend) splits() int {
-	return min(32, max(1, b.kv.positions/128))
+	return min(16, max(1, b.kv.positions/256))
 }
 
 // Attention is absorbed MLA: q_nope → latent through k_b, split-K softmax
@@ -509,13 +517,12 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 	qin := input{src: qq.ptr, rs: int64(qq.stride), rows: T, S: H, L: nope, segStride: int64(nope + rope), srcSpan: spanOf(qq)}
 	b.product(kbw, qin, output{N: kvl, y: query, ys: int64(H * W), yY: int64(W), T: T, wY: int64(kvl), ny: H,
 		xRows: int64(H), xY: 1, xDiv: 1})
-	b.record("attn_query", grid1(T), [3]uint32{256, 1, 1}, int64(T*H*rope)*8,
-		uint64(query), uint64(qq.ptr), uint64(qq.stride), uint64(H), uint64(nope), uint64(b.posDev()), uint64(freqs))
 	S := b.splits()
 	part := b.scratch(int64(T*H*S*(kvl+2)) * 4)
 	olat := &tensor{ptr: b.scratch(int64(T*H*kvl) * 4), rows: T, cols: H * kvl, stride: H * kvl}
-	b.record("attn_partial", grid2(T*H, S), [3]uint32{128, 1, 1}, int64(T*H)*int64(b.maxPos+1)*int64(W)*k.esize,
-		uint64(part), uint64(query), uint64(k.layer(layer)), uint64(b.posDev()), uint64(H), uint64(S), f32bits(scale))
+	b.record("attn_partial", grid2(T*H, S), [3]uint32{256, 1, 1}, int64(T*H)*int64(b.maxPos+1)*int64(W)*k.esize,
+		uint64(part), uint64(query), uint64(qq.ptr), uint64(qq.stride), uint64(nope), uint64(freqs),
+		uint64(k.layer(layer)), uint64(b.posDev()), uint64(H), uint64(S), f32bits(scale))
 	b.record("attn_combine", grid1(T*H), [3]uint32{256, 1, 1}, int64(T*H*(S+1)*(kvl+2))*4,
 		uint64(olat.ptr), uint64(part), uint64(S))
 	// o[h] = v_b[h]·o_lat[h]; each head's latent is its own row of the rounded input
@@ -600,15 +607,23 @@ func (b *Backend) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing)
 	}
 	in := b.inputOf(x)
 	logits := b.scratch(int64(T*E) * 4)
-	b.product(router, in, output{N: E, y: logits, ys: int64(E), T: T, ny: 1, xRows: 1})
 	ids := b.scratch(int64(T*used) * 4)
 	wts := b.scratch(int64(T*used) * 4)
 	var bias uintptr
 	if w.Bias != nil {
 		bias = wt(w.Bias).ptr
 	}
-	b.record("moe_route", grid1(T), [3]uint32{32, 1, 1}, int64(T*E)*4,
-		uint64(ids), uint64(wts), uint64(logits), uint64(bias), uint64(E), uint64(used), uint64(b2i(r.Sigmoid)), uint64(b2i(r.Norm)), f32bits(r.Scale))
+	if router.typ == quant.F32 && K%4 == 0 && in.S == 1 && in.src%16 == 0 && T <= maxCounters {
+		// one launch: norm, router rows, scores, top-k, weights
+		b.record("moe_router", grid2(ceilDiv(E, 8), T), [3]uint32{256, 1, 1}, int64(E*K+T*K)*4,
+			uint64(ids), uint64(wts), uint64(logits), uint64(b.counters), uint64(in.src), uint64(in.rs), uint64(in.norm), f32bits(in.eps),
+			uint64(router.ptr), uint64(bias), uint64(K), uint64(E), uint64(used), uint64(b2i(r.Sigmoid)), uint64(b2i(r.Norm)), f32bits(r.Scale))
+		b.withShared(4 * K)
+	} else {
+		b.product(router, in, output{N: E, y: logits, ys: int64(E), T: T, ny: 1, xRows: 1})
+		b.record("moe_route", grid1(T), [3]uint32{32, 1, 1}, int64(T*E)*4,
+			uint64(ids), uint64(wts), uint64(logits), uint64(bias), uint64(E), uint64(used), uint64(b2i(r.Sigmoid)), uint64(b2i(r.Norm)), f32bits(r.Scale))
+	}
 	P := T * used // one problem per (token, picked expert)
 	act := &tensor{ptr: b.scratch(int64(P*ff) * 4), rows: P, cols: ff, stride: ff}
 	experts := output{N: ff, y: act.ptr, yY: int64(ff), T: 1, ids: ids, wY: int64(gateStride), ny: P, xY: 1, xDiv: int64(used)}
@@ -625,8 +640,15 @@ func (b *Backend) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing)
 		b.record("swiglu", elementGrid(P, ff), [3]uint32{256, 1, 1}, int64(P*ff)*12,
 			uint64(act.ptr), uint64(ff), uint64(act.ptr), uint64(ff), uint64(u), uint64(ff), uint64(ff))
 	}
-	outs := b.scratch(int64(P*K) * 4)
 	ain := input{src: act.ptr, rs: int64(ff), rows: P, S: 1, L: ff, srcSpan: spanOf(act)}
+	if fastTypes[down.typ] && !b.NoFusion {
+		// down projections and their weighted sum in one launch
+		b.writes(d)
+		b.product(down, ain, output{N: K, y: d.ptr, yY: int64(d.stride), T: 1, ids: ids, wY: int64(K), ny: T, xY: 1, xDiv: 1,
+			wts: wts, nsum: used})
+		return
+	}
+	outs := b.scratch(int64(P*K) * 4)
 	b.product(down, ain, output{N: K, y: outs, yY: int64(K), T: 1, ids: ids, wY: int64(K), ny: P, xY: 1, xDiv: 1})
 	b.writes(d)
 	b.record("moe_combine", elementGrid(T, K), [3]uint32{256, 1, 1}, int64(P*K+T*K)*4,

@@ -127,31 +127,6 @@ extern "C" __global__ void cache_store(cache_t* layer, const float* src, i64 ss,
     for (int j = threadIdx.x; j < CACHE_W; j += blockDim.x) row[j] = cstore(src[t * ss + j]);
 }
 
-// attn_query copies each head's q_pe after its absorbed q_lat:
-// query[t][h·CACHE_W + KV_LORA + j] = q[t][h·(nope+rope) + nope + j],
-// rotating it first (and writing the rotation back to q) when freqs is set:
-// the q RoPE fused here.
-extern "C" __global__ void attn_query(float* query, float* q, i64 qs, int H, int nope, const int* pos, const float* freqs) {
-    int t = blockIdx.x;
-    const int rope = CACHE_W - KV_LORA, half = rope / 2;
-    for (int idx = threadIdx.x; idx < H * half; idx += blockDim.x) {
-        int h = idx / half, k = idx % half;
-        float* v = q + t * qs + h * (nope + rope) + nope + 2 * k;
-        float a = v[0], b = v[1];
-        if (freqs) {
-            double s, c, da = a, db = b;
-            sincos((double)pos[t] * (double)freqs[k], &s, &c);
-            a = (float)(da * c - db * s);
-            b = (float)(da * s + db * c);
-            v[0] = a;
-            v[1] = b;
-        }
-        float* d = query + (i64)t * H * CACHE_W + h * CACHE_W + KV_LORA + 2 * k;
-        d[0] = a;
-        d[1] = b;
-    }
-}
-
 // kv_finish completes a token's cache row in one kernel: RMS-normalise the
 // latent (nw), rotate the rope key (freqs), write both back to kv and store
 // the row at the token's position.
@@ -190,43 +165,68 @@ extern "C" __global__ void kv_finish(cache_t* layer, float* kv, i64 ks, const in
     }
 }
 
-#define ATT_WARPS 4
+#define ATT_WARPS 8
+#define ATT_POS 4
 // attn_partial is one split of split-K attention: block (t·H + h, s) runs an
 // online softmax over its share of positions 0..pos[t] for head h and writes
-// (max, sum, Σ e·latent) to part. Every warp walks its own positions; each
-// lane holds KV_LORA/32 accumulators.
-extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attn_partial(float* part, const float* query, const cache_t* layer,
-                                                                          const int* pos, int H, int S, float scale) {
+// (max, sum, Σ e·latent) to part. The query is q_lat (from the k_b product,
+// in query) and q_pe, read from q and rotated here when freqs is set (the q
+// RoPE fused). Each warp takes ATT_POS positions per step, their loads all
+// in flight; each lane holds KV_LORA/32 accumulators.
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attn_partial(float* part, const float* query, const float* q, i64 qs, int nope,
+                                                                          const float* freqs, const cache_t* layer, const int* pos, int H,
+                                                                          int S, float scale) {
     __shared__ float qsh[CACHE_W];
     __shared__ float msh[ATT_WARPS], lsh[ATT_WARPS];
     __shared__ float ash[ATT_WARPS][KV_LORA];
-    const int th = blockIdx.x, t = th / H, s = blockIdx.y;
+    const int th = blockIdx.x, t = th / H, h = th % H, s = blockIdx.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n = pos[t] + 1, chunk = (n + S - 1) / S, p0 = s * chunk, p1 = min(n, p0 + chunk);
-    for (int i = threadIdx.x; i < CACHE_W; i += blockDim.x) qsh[i] = query[(i64)th * CACHE_W + i];
+    const int rope = CACHE_W - KV_LORA;
+    for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) qsh[i] = query[(i64)th * CACHE_W + i];
+    for (int k = threadIdx.x; k < rope / 2; k += blockDim.x) {
+        const float* v = q + t * qs + h * (nope + rope) + nope + 2 * k;
+        float a = v[0], b = v[1];
+        if (freqs) {
+            double sn, cs, da = a, db = b;
+            sincos((double)pos[t] * (double)freqs[k], &sn, &cs);
+            a = (float)(da * cs - db * sn);
+            b = (float)(da * sn + db * cs);
+        }
+        qsh[KV_LORA + 2 * k] = a;
+        qsh[KV_LORA + 2 * k + 1] = b;
+    }
     __syncthreads();
     const int NA = KV_LORA / 32;
     float acc[NA];
 #pragma unroll
     for (int u = 0; u < NA; u++) acc[u] = 0.f;
     float m = -INFINITY, l = 0.f;
-    for (int p = p0 + warp; p < p1; p += ATT_WARPS) {
-        const cache_t* row = layer + (i64)p * CACHE_W;
-        float lat[NA];
-        float d = 0.f;
+    for (int pb = p0 + warp * ATT_POS; pb < p1; pb += ATT_WARPS * ATT_POS) {
+        float lat[ATT_POS][NA], d[ATT_POS];
 #pragma unroll
-        for (int u = 0; u < NA; u++) {
-            lat[u] = cload(row[u * 32 + lane]);
-            d += qsh[u * 32 + lane] * lat[u];
+        for (int j = 0; j < ATT_POS; j++) {
+            const cache_t* row = layer + (i64)min(pb + j, p1 - 1) * CACHE_W;
+            d[j] = 0.f;
+#pragma unroll
+            for (int u = 0; u < NA; u++) {
+                lat[j][u] = cload(row[u * 32 + lane]);
+                d[j] += qsh[u * 32 + lane] * lat[j][u];
+            }
+            for (int i = KV_LORA + lane; i < CACHE_W; i += 32) d[j] += qsh[i] * cload(row[i]);
         }
-        for (int i = KV_LORA + lane; i < CACHE_W; i += 32) d += qsh[i] * cload(row[i]);
-        d = warp_sum(d) * scale;
-        float mn = fmaxf(m, d);
-        float corr = expf(m - mn), e = expf(d - mn);
-        l = l * corr + e;
 #pragma unroll
-        for (int u = 0; u < NA; u++) acc[u] = acc[u] * corr + e * lat[u];
-        m = mn;
+        for (int j = 0; j < ATT_POS; j++) d[j] = warp_sum(d[j]) * scale;
+#pragma unroll
+        for (int j = 0; j < ATT_POS; j++) {
+            if (pb + j >= p1) break;
+            float mn = fmaxf(m, d[j]);
+            float corr = expf(m - mn), e = expf(d[j] - mn);
+            l = l * corr + e;
+#pragma unroll
+            for (int u = 0; u < NA; u++) acc[u] = acc[u] * corr + e * lat[j][u];
+            m = mn;
+        }
     }
     if (lane == 0) { msh[warp] = m; lsh[warp] = l; }
 #pragma unroll
@@ -236,7 +236,6 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attn_partial(float*
     for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, msh[w]);
     float* out = part + ((i64)th * S + s) * (KV_LORA + 2);
     if (M == -INFINITY) {  // no positions in this split
-        for (int j = threadIdx.x; j < KV_LORA; j += blockDim.x) out[2 + j] = 0.f;
         if (threadIdx.x == 0) { out[0] = -INFINITY; out[1] = 0.f; }
         return;
     }
@@ -291,14 +290,13 @@ extern "C" __global__ void add(float* d, i64 ds, const float* s, i64 ss, int col
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += gridDim.x * blockDim.x) d[r * ds + j] += s[r * ss + j];
 }
 
-// moe_route scores one token's experts (softmax or sigmoid of the router
-// logits), picks the top `used` by score + bias (the first on ties, as a
-// stable sort does) and writes their ids and weights. One warp per token.
-extern "C" __global__ void moe_route(int* ids, float* wts, const float* logits, const float* bias, int E, int used, int sigm, int norm, float wscale) {
-    __shared__ float p[1024];
-    __shared__ int taken[1024];
-    const int t = blockIdx.x, lane = threadIdx.x;
-    const float* z = logits + (i64)t * E;
+// route_token scores one token's experts (softmax or sigmoid of the router
+// logits z), picks the top `used` by score + bias (the first on ties, as a
+// stable sort does) and writes their ids and weights. One warp; p and taken
+// are shared arrays of E entries.
+__device__ void route_token(int* ids, float* wts, const float* z, const float* bias, int E, int used, int sigm, int norm,
+                            float wscale, float* p, int* taken) {
+    const int lane = threadIdx.x & 31;
     if (sigm) {
         for (int e = lane; e < E; e += 32) p[e] = 1.f / (1.f + (float)exp(-(double)z[e]));
     } else {
@@ -330,18 +328,75 @@ extern "C" __global__ void moe_route(int* ids, float* wts, const float* logits, 
             int a2 = __shfl_xor_sync(0xffffffffu, at, o);
             if (b2 > best || (b2 == best && a2 < at)) { best = b2; at = a2; }
         }
-        if (lane == 0) { taken[at] = 1; ids[t * used + k] = at; }
+        if (lane == 0) { taken[at] = 1; ids[k] = at; }
         __syncwarp();
     }
     if (lane == 0) {
         float sum = 0.f;
-        for (int k = 0; k < used; k++) sum += p[ids[t * used + k]];
+        for (int k = 0; k < used; k++) sum += p[ids[k]];
         sum = fmaxf(sum, 6.103515625e-5f);
         for (int k = 0; k < used; k++) {
-            float g = p[ids[t * used + k]];
+            float g = p[ids[k]];
             if (norm) g /= sum;
-            wts[t * used + k] = g * wscale;
+            wts[k] = g * wscale;
         }
+    }
+    __syncwarp();
+}
+
+// moe_route routes token blockIdx.x from its router logits.
+extern "C" __global__ void moe_route(int* ids, float* wts, const float* logits, const float* bias, int E, int used, int sigm, int norm, float wscale) {
+    __shared__ float p[1024];
+    __shared__ int taken[1024];
+    const int t = blockIdx.x;
+    route_token(ids + t * used, wts + t * used, logits + (i64)t * E, bias, E, used, sigm, norm, wscale, p, taken);
+}
+
+// moe_router is the whole routing of token blockIdx.y in one launch: each
+// block takes 8 experts' rows of the float32 router against rms(h) (the
+// norm done here), and the last block to finish routes.
+extern "C" __global__ void __launch_bounds__(256) moe_router(int* ids, float* wts, float* logits, unsigned* counter, const float* h, i64 hs,
+                                                             const float* nw, float eps, const float* router, const float* bias, int K,
+                                                             int E, int used, int sigm, int norm, float wscale) {
+    extern __shared__ __align__(16) float hsm[];
+    __shared__ float red[32];
+    __shared__ float p[1024];
+    __shared__ int taken[1024];
+    __shared__ bool last;
+    const int t = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const float* x = h + t * hs;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < K; i += blockDim.x) {
+        float v = x[i];
+        hsm[i] = v;
+        ss += v * v;
+    }
+    if (nw) {
+        float scale = 1.f / sqrtf(block_sum(ss, red) / (float)K + eps);
+        for (int i = threadIdx.x; i < K; i += blockDim.x) hsm[i] = (hsm[i] * scale) * nw[i];
+    }
+    __syncthreads();
+    const int e = blockIdx.x * 8 + warp;
+    if (e < E) {
+        const float4* r = (const float4*)(router + (i64)e * K);
+        const float4* hv = (const float4*)hsm;
+        float acc = 0.f;
+        for (int i = lane; i < K / 4; i += 32) {
+            float4 a = r[i], b = hv[i];
+            acc += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) logits[(i64)t * E + e] = acc;
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(counter + t, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (warp == 0) {
+        route_token(ids + t * used, wts + t * used, logits + (i64)t * E, bias, E, used, sigm, norm, wscale, p, taken);
+        if (lane == 0) counter[t] = 0;
     }
 }
 
