@@ -33,3 +33,8 @@ func dotQ4_0x1AVX512(w *byte, qs *int8, d8 *float32, s4 *int32, nb int, k int, o
 //
 //go:noescape
 func dotQ4_0x4AVX512(w *byte, qs *int8, d8 *float32, s4 *int32, nb int, k int, out *float32)
+
+// dotQ4_0r2x4AVX512 writes out[4r+t], the dot products of Q4_0 rows r = 0, 1 (wstride bytes apart, nb blocks) with tokens t = 0..3 (Q8_0 activations k bytes apart in qs, d8 and s4).
+//
+//go:noescape
+func dotQ4_0r2x4AVX512(w *byte, wstride int, qs *int8, d8 *float32, s4 *int32, nb int, k int, out *[8]float32)

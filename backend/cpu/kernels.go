@@ -27,10 +27,15 @@ type dotKernel func(w []byte, a arow) float32
 // weight block is unpacked once for four tokens.
 type quadKernel func(w []byte, a *acts, t int, out *[4]float32)
 
-// kernel is what a weight type's matmul runs; four may be nil.
+// tileKernel is dotKernel for two weight rows (rowBytes apart) by tokens
+// t..t+3: out[4r+i] is row r times token t+i.
+type tileKernel func(w []byte, rowBytes int, a *acts, t int, out *[8]float32)
+
+// kernel is what a weight type's matmul runs; four and tile may be nil.
 type kernel struct {
 	one  dotKernel
 	four quadKernel
+	tile tileKernel
 }
 
 func f16(b []byte) float32 { return quant.F16ToF32(binary.LittleEndian.Uint16(b)) }

@@ -79,6 +79,10 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 			if k.four != nil {
 				k.four(w, a, 1, &four)
 			}
+			var tile [8]float32
+			if k.tile != nil { // the row twice
+				k.tile(append(append([]byte(nil), w...), w...), len(w), a, 2, &tile)
+			}
 			for tk := 0; tk < T; tk++ {
 				var want float64
 				for i := 0; i < n; i++ {
@@ -95,6 +99,9 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 				}
 				if k.four != nil && tk >= 1 && tk < 5 && math.Abs(float64(four[tk-1]-g)) > tol {
 					t.Errorf("%s n=%d token %d: four-token kernel %g, Go kernel %g", typ, n, tk, four[tk-1], g)
+				}
+				if k.tile != nil && tk >= 2 && (math.Abs(float64(tile[tk-2]-g)) > tol || math.Abs(float64(tile[tk+2]-g)) > tol) {
+					t.Errorf("%s n=%d token %d: tile kernel %g and %g, Go kernel %g", typ, n, tk, tile[tk-2], tile[tk+2], g)
 				}
 			}
 		}

@@ -22,6 +22,7 @@ type acts struct {
 	sum4  []int32
 	d8    []float32 // Q8_0: each block's d repeated 8 times, for the AVX-512 kernels
 	f     []float32 // rows × k, when the float path runs
+	rs    []arow    // row(t), cut once per batch
 }
 
 func grow[T any](s []T, n int) []T {
@@ -88,10 +89,16 @@ func (a *acts) prepare(s *tensor, off, k int, typ quant.Type, integer bool) {
 	default:
 		panic(fmt.Sprintf("cpu: no integer kernel for %s", typ))
 	}
+	a.rs = grow(a.rs, T)
+	for t := range a.rs {
+		a.rs[t] = a.cut(t)
+	}
 }
 
 // row is token t's quantized activations.
-func (a *acts) row(t int) arow {
+func (a *acts) row(t int) arow { return a.rs[t] }
+
+func (a *acts) cut(t int) arow {
 	r := arow{qs: a.qs[t*a.k : (t+1)*a.k], d: a.d[t*a.blocks : (t+1)*a.blocks]}
 	if a.format == actQ8_0 {
 		r.sum4 = a.sum4[t*a.k/4 : (t+1)*a.k/4]
@@ -142,6 +149,26 @@ type mmJob struct {
 func (j *mmJob) do(lo, hi, worker int) {
 	w, a := j.w, j.a
 	rb := w.rowBytes
+	if j.kern.tile != nil && a.rows >= 4 {
+		// Two rows by four tokens at a time; the rest as below.
+		out := &j.c.tiles[worker]
+		for ; lo+2 <= hi; lo += 2 {
+			r := j.rowOff + lo
+			rows := w.data[r*rb : (r+2)*rb]
+			t := 0
+			for ; t+4 <= a.rows; t += 4 {
+				j.kern.tile(rows, rb, a, t, out)
+				for i := 0; i < 4; i++ {
+					j.put(t+i, lo, out[i])
+					j.put(t+i, lo+1, out[4+i])
+				}
+			}
+			for ; t < a.rows; t++ {
+				j.put(t, lo, j.kern.one(rows[:rb], a.row(t)))
+				j.put(t, lo+1, j.kern.one(rows[rb:], a.row(t)))
+			}
+		}
+	}
 	for o := lo; o < hi; o++ {
 		r := j.rowOff + o
 		if j.kern.one != nil {
@@ -188,6 +215,7 @@ func (c *CPU) matmul(d *tensor, dstOff, out int, w *weight, rowOff int, s *tenso
 	}
 	if len(c.quads) < c.pool.n {
 		c.quads = make([][4]float32, c.pool.n)
+		c.tiles = make([][8]float32, c.pool.n)
 	}
 	c.mm = mmJob{c: c, d: d, dstOff: dstOff, w: w, rowOff: rowOff, a: &c.act, kern: kern, accumulate: accumulate}
 	c.pool.run(out, split(out, c.pool.n, 4), &c.mm)

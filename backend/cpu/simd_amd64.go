@@ -29,7 +29,7 @@ func addSIMDKernels(ks map[quant.Type]kernel, force string) string {
 	if !hasAVX512 || force == "avx2" {
 		return "avx2"
 	}
-	ks[quant.Q4_0] = kernel{one: dotQ4_0AVX512, four: dotQ4_0x4_512}
+	ks[quant.Q4_0] = kernel{one: dotQ4_0AVX512, four: dotQ4_0x4_512, tile: dotQ4_0Tile}
 	return "avx512"
 }
 
@@ -50,8 +50,8 @@ func dotQ4_0x4_512(w []byte, a *acts, t int, out *[4]float32) {
 		dotQ4_0x4(w, a, t, out)
 		return
 	}
-	r := a.row(t)
-	_ = a.row(t + 3)
+	r := &a.rs[t]
+	_ = a.rs[t+3]
 	dotQ4_0x4AVX512(&w[0], &r.qs[0], &r.d8[0], &r.sum4[0], len(r.d), a.k, &out[0])
 }
 
@@ -71,13 +71,28 @@ func dotQ8_0AVX2(w []byte, a arow) float32 {
 }
 
 func dotQ4_0x4(w []byte, a *acts, t int, out *[4]float32) {
-	r := a.row(t)
-	_ = a.row(t + 3)
+	r := &a.rs[t]
+	_ = a.rs[t+3]
 	dotQ4_0x4AVX2(&w[0], &r.qs[0], &r.d[0], &r.sum4[0], len(r.d), a.k, &out[0])
 }
 
 func dotQ8_0x4(w []byte, a *acts, t int, out *[4]float32) {
-	r := a.row(t)
-	_ = a.row(t + 3)
+	r := &a.rs[t]
+	_ = a.rs[t+3]
 	dotQ8_0x4AVX2(&w[0], &r.qs[0], &r.d[0], &r.sum4[0], len(r.d), a.k, &out[0])
+}
+
+func dotQ4_0Tile(w []byte, rowBytes int, a *acts, t int, out *[8]float32) {
+	if a.blocks%2 != 0 {
+		var q [4]float32
+		dotQ4_0x4(w[:rowBytes], a, t, &q)
+		copy(out[:4], q[:])
+		dotQ4_0x4(w[rowBytes:], a, t, &q)
+		copy(out[4:], q[:])
+		return
+	}
+	r := &a.rs[t]
+	_ = a.rs[t+3]
+	_ = w[2*rowBytes-1]
+	dotQ4_0r2x4AVX512(&w[0], rowBytes, &r.qs[0], &r.d8[0], &r.sum4[0], len(r.d), a.k, out)
 }

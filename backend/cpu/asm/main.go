@@ -36,6 +36,7 @@ func main() {
 	for _, n := range []int{1, 4} {
 		dotQ4_0AVX512(n, nibbles, ones)
 	}
+	dotQ4_0Tile512(nibbles, ones)
 	Generate()
 }
 
@@ -298,6 +299,110 @@ func dotQ4_0AVX512(n int, nibbles, ones Mem) {
 		VHADDPS(x, x, x)
 		VHADDPS(x, x, x)
 		VMOVSS(x, out.Offset(4*t))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// dotQ4_0Tile512 emits dotQ4_0r2x4AVX512, the prefill tile: two weight rows
+// (wstride bytes apart) by four tokens, eight accumulators. Each pair of
+// weight blocks is unpacked once for four tokens and each token's
+// activations are loaded once for both rows, halving the activation traffic
+// from L2 that bounds the one-row kernel. nb must be even.
+func dotQ4_0Tile512(nibbles, ones Mem) {
+	const name = "dotQ4_0r2x4AVX512"
+	TEXT(name, NOSPLIT, "func(w *byte, wstride int, qs *int8, d8 *float32, s4 *int32, nb int, k int, out *[8]float32)")
+	Doc(name + " writes out[4r+t], the dot products of Q4_0 rows r = 0, 1 (wstride bytes apart, nb blocks) with tokens t = 0..3 (Q8_0 activations k bytes apart in qs, d8 and s4).")
+	Pragma("noescape")
+	w0 := Mem{Base: Load(Param("w"), GP64())}
+	ws := Load(Param("wstride"), GP64())
+	w1 := Mem{Base: w0.Base, Index: ws, Scale: 1}
+	qs := Mem{Base: Load(Param("qs"), GP64())}
+	d8 := Mem{Base: Load(Param("d8"), GP64())}
+	s4 := Mem{Base: Load(Param("s4"), GP64())}
+	nb := Load(Param("nb"), GP64())
+	k := Load(Param("k"), GP64())
+	k3 := GP64()
+	LEAQ(Mem{Base: k, Index: k, Scale: 2}, k3)
+	tok := func(m Mem, t int) Mem {
+		switch t {
+		case 0:
+			return m
+		case 1:
+			return Mem{Base: m.Base, Index: k, Scale: 1, Disp: m.Disp}
+		case 2:
+			return Mem{Base: m.Base, Index: k, Scale: 2, Disp: m.Disp}
+		}
+		return Mem{Base: m.Base, Index: k3, Scale: 1, Disp: m.Disp}
+	}
+	var acc [2][4]VecVirtual
+	for r := range acc {
+		for t := range acc[r] {
+			acc[r][t] = ZMM()
+			VPXORD(acc[r][t], acc[r][t], acc[r][t])
+		}
+	}
+	mask, one := ZMM(), ZMM()
+	VBROADCASTI64X4(nibbles, mask)
+	VBROADCASTI64X4(ones, one)
+
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	var dw, wq [2]VecVirtual
+	for r, wb := range []Mem{w0, w1} {
+		ha, hb := XMM(), XMM()
+		VPBROADCASTW(wb, ha)
+		VPBROADCASTW(wb.Offset(18), hb)
+		VINSERTI128(U8(1), hb, ha.AsY(), ha.AsY())
+		dw[r] = ZMM()
+		VCVTPH2PS(ha.AsY(), dw[r])
+		lo, hi := YMM(), YMM()
+		VMOVDQU(wb.Offset(2), lo.AsX())
+		VINSERTI128(U8(1), wb.Offset(20), lo, lo)
+		VPSRLW(U8(4), lo, hi)
+		wq[r] = ZMM()
+		VINSERTI64X4(U8(1), hi, lo.AsZ(), wq[r])
+		VSHUFI64X2(U8(0xd8), wq[r], wq[r], wq[r])
+		VPANDD(mask, wq[r], wq[r])
+	}
+	for t := 0; t < 4; t++ {
+		a, s, dd := ZMM(), ZMM(), ZMM()
+		VMOVDQU64(tok(qs, t), a)
+		VMOVDQU64(tok(s4, t), s)
+		VMOVUPS(tok(d8, t), dd)
+		for r := 0; r < 2; r++ {
+			pr, sc := ZMM(), ZMM()
+			VMULPS(dd, dw[r], sc)
+			VPMADDUBSW(a, wq[r], pr)
+			VPMADDWD(one, pr, pr)
+			VPSUBD(s, pr, pr)
+			VCVTDQ2PS(pr, pr)
+			VFMADD231PS(pr, sc, acc[r][t])
+		}
+	}
+	ADDQ(U32(36), w0.Base)
+	ADDQ(U32(64), qs.Base)
+	ADDQ(U32(64), s4.Base)
+	ADDQ(U32(64), d8.Base)
+	SUBQ(U32(2), nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	out := Mem{Base: Load(Param("out"), GP64())}
+	for r := 0; r < 2; r++ {
+		for t := 0; t < 4; t++ {
+			z := acc[r][t]
+			top := YMM()
+			VEXTRACTF64X4(U8(1), z, top)
+			VADDPS(top, z.AsY(), z.AsY())
+			x, top2 := z.AsX(), XMM()
+			VEXTRACTF128(U8(1), z.AsY(), top2)
+			VADDPS(top2, x, x)
+			VHADDPS(x, x, x)
+			VHADDPS(x, x, x)
+			VMOVSS(x, out.Offset(4*(4*r+t)))
+		}
 	}
 	VZEROUPPER()
 	RET()
