@@ -18,9 +18,7 @@ extern "C" __global__ void rmsnorm(float* dst, i64 ds, const float* src, i64 ss,
     __shared__ float sh[32];
     const float* x = src + blockIdx.x * ss;
     float* y = dst + blockIdx.x * ds;
-    float acc = 0.f;
-    for (int i = threadIdx.x; i < cols; i += blockDim.x) acc += x[i] * x[i];
-    float mean = block_sum(acc, sh) / (float)cols;
+    float mean = row_sumsq(x, cols, sh) / (float)cols;
     float scale = 1.f / sqrtf(mean + eps);
     for (int i = threadIdx.x; i < cols; i += blockDim.x) y[i] = (x[i] * scale) * w[i];
 }
@@ -46,9 +44,7 @@ extern "C" __global__ void prep(float* out, const float* src, i64 rs, i64 segs, 
     float* y = out + (i64)blockIdx.x * L;
     float scale = 1.f;
     if (nw) {
-        float acc = 0.f;
-        for (int i = threadIdx.x; i < L; i += blockDim.x) acc += x[i] * x[i];
-        float mean = block_sum(acc, sh) / (float)L;
+        float mean = row_sumsq(x, L, sh) / (float)L;
         scale = 1.f / sqrtf(mean + eps);
     }
 #define VAL(i) (nw ? (x[i] * scale) * nw[i] : x[i])
@@ -137,9 +133,7 @@ extern "C" __global__ void kv_finish(cache_t* layer, float* kv, i64 ks, const in
     cache_t* row = layer + (i64)pos[t] * CACHE_W;
     float scale = 1.f;
     if (nw) {
-        float acc = 0.f;
-        for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) acc += x[i] * x[i];
-        float mean = block_sum(acc, red) / (float)KV_LORA;
+        float mean = row_sumsq(x, KV_LORA, red) / (float)KV_LORA;
         scale = 1.f / sqrtf(mean + eps);
     }
     __syncthreads();
@@ -365,14 +359,9 @@ extern "C" __global__ void __launch_bounds__(256) moe_router(int* ids, float* wt
     __shared__ bool last;
     const int t = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const float* x = h + t * hs;
-    float ss = 0.f;
-    for (int i = threadIdx.x; i < K; i += blockDim.x) {
-        float v = x[i];
-        hsm[i] = v;
-        ss += v * v;
-    }
+    for (int i = threadIdx.x; i < K; i += blockDim.x) hsm[i] = x[i];
     if (nw) {
-        float scale = 1.f / sqrtf(block_sum(ss, red) / (float)K + eps);
+        float scale = 1.f / sqrtf(row_sumsq(x, K, red) / (float)K + eps);
         for (int i = threadIdx.x; i < K; i += blockDim.x) hsm[i] = (hsm[i] * scale) * nw[i];
     }
     __syncthreads();

@@ -75,6 +75,21 @@ __device__ __forceinline__ float block_sum(float v, float* sh) {
     return warp_sum(v);
 }
 
+// row_sumsq is Σ x² over a row of L values, summed the same way by every
+// kernel that normalises (so a norm fused into a product gives bit for bit
+// the values of the norm on its own): thread c sums the 32 values from 32c
+// in order (c, c + blockDim.x, ...), then the block adds the threads' sums.
+__device__ __forceinline__ float row_sumsq(const float* x, int L, float* sh) {
+    float ss = 0.f;
+    const int nc = L / 32;
+    for (int c = threadIdx.x; c < nc; c += blockDim.x)
+#pragma unroll
+        for (int i = 0; i < 32; i++) ss += x[32 * c + i] * x[32 * c + i];
+    if (threadIdx.x == 0)
+        for (int i = nc * 32; i < L; i++) ss += x[i] * x[i];
+    return block_sum(ss, sh);
+}
+
 __constant__ i8 kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 __constant__ i8 kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
