@@ -11,6 +11,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"strings"
 	"unsafe"
@@ -66,9 +67,13 @@ type Backend struct {
 	graphs   map[uint64]uintptr
 	NoGraphs bool // launch every kernel directly (for tests and profiling)
 	NoFusion bool // record every operation as its own kernels (for tests)
-	nLaunch  uint64
-	prof     *profiler
-	closed   bool
+	// HalfCache keeps the latent cache in f16 (half the bytes attention reads
+	// at long context). Off by default: llama.cpp's reference logits use a
+	// float32 cache. Set before the model is loaded (LATENT_CACHE_F16=1).
+	HalfCache bool
+	nLaunch   uint64
+	prof      *profiler
+	closed    bool
 }
 
 var (
@@ -103,7 +108,7 @@ func New(ordinal int) (*Backend, error) {
 	if _, err := loadNVRTC(); err != nil {
 		return nil, err
 	}
-	b := &Backend{d: d, work: make(chan func()), done: make(chan struct{}), types: map[quant.Type]bool{},
+	b := &Backend{d: d, work: make(chan func()), done: make(chan struct{}), types: map[quant.Type]bool{}, HalfCache: os.Getenv("LATENT_CACHE_F16") == "1",
 		graphs: map[uint64]uintptr{}, ropes: map[*float32]uintptr{}, bigShared: map[uintptr]int{}}
 	started := make(chan error)
 	go b.loop(ordinal, started)
@@ -352,6 +357,9 @@ func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
 		return nil, fmt.Errorf("cuda: the cache is already allocated")
 	}
 	k := &kvCache{layers: layers, positions: positions, width: width, esize: 4}
+	if b.HalfCache {
+		k.esize = 2
+	}
 	n := int64(layers) * int64(positions) * int64(width) * k.esize
 	var err error
 	b.run(func() {

@@ -138,6 +138,17 @@ func compileModules(defs, arch, devKey string) (bins [][]byte, hits []bool, err 
 	return bins, hits, nil
 }
 
+// moduleOf is the index in moduleFiles of the module defining kernel name.
+func moduleOf(name string) int {
+	switch {
+	case strings.HasPrefix(name, "gemv_"), strings.HasPrefix(name, "gemm_"), strings.HasPrefix(name, "embed_"):
+		return 1
+	case strings.HasPrefix(name, "mmvq"), name == "quant_act":
+		return 2
+	}
+	return 0
+}
+
 // function resolves a kernel by name (context thread not needed: the
 // lookup runs there through run).
 func (b *Backend) function(name string) uintptr {
@@ -146,13 +157,9 @@ func (b *Backend) function(name string) uintptr {
 	}
 	var f uintptr
 	var err error
+	m := b.kernels.modules[moduleOf(name)]
 	b.run(func() {
-		for _, m := range b.kernels.modules {
-			if call(b.d.cuModuleGetFunction, uintptr(unsafe.Pointer(&f)), m, uintptr(unsafe.Pointer(cstr(name)))) == 0 {
-				return
-			}
-		}
-		err = fmt.Errorf("cuda: no kernel %s", name)
+		err = b.d.check("cuModuleGetFunction "+name, call(b.d.cuModuleGetFunction, uintptr(unsafe.Pointer(&f)), m, uintptr(unsafe.Pointer(cstr(name)))))
 	})
 	if err != nil {
 		panic(err)
