@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	mrand "math/rand/v2"
@@ -217,6 +216,3 @@ func newID(prefix string) string {
 	rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
 }
-
-// errStreamClosed marks a write to a client that went away.
-var errStreamClosed = errors.New("client went away")
