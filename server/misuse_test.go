@@ -129,7 +129,7 @@ func TestBadInputs(t *testing.T) {
 			FinishReason string `json:"finish_reason"`
 		} `json:"choices"`
 	}
-	postJSON(t, ts.url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`, 200, &ok)
+	postJSON(t, ts.url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2,"seed":1}`, 200, &ok)
 	if len(ok.Choices) != 1 || ok.Choices[0].FinishReason != "length" {
 		t.Errorf("after the bad requests: %+v", ok)
 	}
@@ -347,10 +347,10 @@ func TestMetrics(t *testing.T) {
 	m := goldenModel(t, "tiny-glm-f32.gguf", 128)
 	ts := startServer(t, Config{Model: m})
 	for i := 0; i < 2; i++ {
-		postSSE(t, ts.url+"/v1/chat/completions", `{"stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)
+		postSSE(t, ts.url+"/v1/chat/completions", `{"stream":true,"max_tokens":5,"seed":1,"messages":[{"role":"user","content":"hi"}]}`)
 	}
 	postJSON(t, ts.url+"/v1/chat/completions", `{"messages":[]}`, 400, nil)
-	postJSON(t, ts.url+"/api/generate", `{"prompt":"hi","raw":true,"stream":false,"options":{"num_predict":3}}`, 200, nil)
+	postJSON(t, ts.url+"/api/generate", `{"prompt":"hi","raw":true,"stream":false,"options":{"num_predict":3,"seed":1}}`, 200, nil)
 
 	resp, err := httpClient().Get(ts.url + "/metrics")
 	if err != nil {
