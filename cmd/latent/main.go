@@ -32,6 +32,7 @@ func newRootCmd() *cobra.Command {
 		newSynthCmd(),
 		newLogitsCmd(),
 		newRunCmd(),
+		newBenchCmd(),
 		newProfileCmd(),
 		newChatTemplateCmd(),
 		newTokenizeCmd(),
