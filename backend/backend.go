@@ -34,6 +34,13 @@ type Cache interface {
 // Freqs[i] is the angle per position of pair i, YaRN already folded in.
 type Rope struct {
 	Freqs []float32
+
+	// The same rotation as ggml_rope_ext's parameters, for backends that
+	// compute the angles as ggml does (float32, bit for bit): the base, YaRN's
+	// frequency scale (1/factor), extrapolation mix (0 without YaRN), the
+	// correction range of pair indices, and the magnitude factor on cos/sin.
+	Base, FreqScale, ExtFactor, AttnFactor float32
+	Corr                                   [2]float32
 }
 
 // Routing describes how a mixture-of-experts layer scores and weights experts.

@@ -28,10 +28,11 @@ type CPU struct {
 	launches uint64 // operations run, for backend.Counter
 
 	// Reused by the operations, so that a pass allocates nothing.
-	act  acts    // a matmul's converted input
-	mm   mmJob   // the running matmul
-	attn attnJob // the running attention
-	moe  moeBufs
+	ropeCS []float32 // cos, sin of each rotary pair
+	act    acts      // a matmul's converted input
+	mm     mmJob     // the running matmul
+	attn   attnJob   // the running attention
+	moe    moeBufs
 	// per-worker results of a four-token kernel
 	quads [][4]float32
 	tiles [][8]float32

@@ -40,9 +40,11 @@ type kernel struct {
 
 func f16(b []byte) float32 { return quant.F16ToF32(binary.LittleEndian.Uint16(b)) }
 
-// dotQ4_0Go is ggml_vec_dot_q4_0_q8_0: Σ_b d_w·d_a·Σ_j (nibble_j − 8)·a_j,
-// one float per row summed block after block, the order of ggml's repacked
-// Q4_0 kernels that llama.cpp runs on x86.
+// dotQ4_0Go is ggml's repacked Q4_0 kernel (ggml_gemv/gemm_q4_0_8x8_q8_0 on
+// AVX2, which llama.cpp uses for every Q4_0 matrix): per block the exact
+// integer Σ_j (nibble_j − 8)·a_j, accumulated as fma(Σ, d_w·d_a, acc) block
+// after block, one chain per output row. The SIMD kernels keep this order
+// bit for bit (rows in lanes), see ggmlorder.go for why it matters.
 func dotQ4_0Go(w []byte, a arow) float32 {
 	var sum float32
 	for b, da := range a.d {
@@ -52,72 +54,67 @@ func dotQ4_0Go(w []byte, a arow) float32 {
 		for j, v := range blk[2:18] {
 			s += (int32(v&15)-8)*int32(q[j]) + (int32(v>>4)-8)*int32(q[j+16])
 		}
-		sum += float32(s) * (f16(blk) * da)
+		sum = fma32(float32(s), f16(blk)*da, sum)
 	}
 	return sum
 }
 
-// dotQ8_0Go is ggml_vec_dot_q8_0_q8_0 in the float order of the AVX2
-// one-token kernel: eight lanes (lane i sums the products of bytes 4i..4i+3
-// of a block), even and odd blocks in two accumulators, one fused
-// multiply-add per block, then the lanes pairwise. Rounding the same way
-// keeps the pure-Go and SIMD paths on the same side of 8-bit rounding ties.
+// dotQ8_0Go is ggml_vec_dot_q8_0_q8_0 on AVX2: lane l of each block holds the
+// integer sum of values 4l..4l+3 (VPMADDUBSW then VPMADDWD), accumulated per
+// lane as fma(d_w·d_a, lane, acc[l]) and summed across lanes by hsum8.
 func dotQ8_0Go(w []byte, a arow) float32 {
-	var acc [2][8]float32
+	var acc [8]float32
 	for b, da := range a.d {
 		blk := w[b*34 : b*34+34]
 		q := a.qs[b*32 : b*32+32]
-		var p [8]int32
-		for j, v := range blk[2:34] {
-			p[j/4] += int32(int8(v)) * int32(q[j])
-		}
-		scale, ac := float64(f16(blk)*da), &acc[b%2]
-		if len(a.d)%2 == 1 && b == len(a.d)-1 {
-			ac = &acc[0] // the odd last block goes to the first accumulator
-		}
-		for i, v := range p {
-			ac[i] = float32(scale*float64(v) + float64(ac[i])) // exact product, one rounding: an FMA
+		d := f16(blk) * da
+		for l := 0; l < 8; l++ {
+			var s int32
+			for j := 4 * l; j < 4*l+4; j++ {
+				s += int32(int8(blk[2+j])) * int32(q[j])
+			}
+			acc[l] = fma32(d, float32(s), acc[l])
 		}
 	}
-	var x [8]float32
-	for i := range x {
-		x[i] = acc[0][i] + acc[1][i]
-	}
-	// VEXTRACTF128 + VADDPS, then VHADDPS twice.
-	r := [4]float32{x[0] + x[4], x[1] + x[5], x[2] + x[6], x[3] + x[7]}
-	return (r[0] + r[1]) + (r[2] + r[3])
+	return hsum8(&acc)
 }
 
-// dotQ6KGo is ggml_vec_dot_q6_K_q8_K: per super-block d_w·d_a·Σ_sub sc·Σ q·a
-// with q the 6-bit value − 32 (layout in quant's dequantQ6K).
+// kLanes adds, for one super-block, sc[e]·w[e]·a[e] into the AVX2 lane of
+// value e: the K-quant kernels work on 32 values a register, lane l holding
+// values 4l..4l+3 of each.
+func kLanes(lanes *[8]int32, e int, p int32) { lanes[(e&31)>>2] += p }
+
+// dotQ6KGo is ggml_vec_dot_q6_K_q8_K on AVX2: per super-block an integer
+// lane sum of sc·(q−32)·a (layout in quant's dequantQ6K), then
+// fma(d_a·d_w, lane, acc[l]).
 func dotQ6KGo(w []byte, a arow) float32 {
-	var sum float32
+	var acc [8]float32
 	for b, da := range a.d {
 		blk := w[b*210 : b*210+210]
 		ql, qh, sc := blk[0:128], blk[128:192], blk[192:208]
 		q8 := a.qs[b*256 : b*256+256]
-		var sumi int32
+		var lanes [8]int32
 		for h := 0; h < 2; h++ {
-			for g := 0; g < 2; g++ {
-				k := 8*h + g
-				l0 := ql[64*h+16*g : 64*h+16*g+16]
-				l1 := ql[64*h+32+16*g : 64*h+32+16*g+16]
-				hb := qh[32*h+16*g : 32*h+16*g+16]
-				y := q8[128*h+16*g : 128*h+16*g+112]
-				var s0, s1, s2, s3 int32
-				for j, t := range hb {
-					x, c := l0[j], l1[j]
-					s0 += (int32(x&0xf|(t&3)<<4) - 32) * int32(y[j])
-					s1 += (int32(c&0xf|(t>>2&3)<<4) - 32) * int32(y[j+32])
-					s2 += (int32(x>>4|(t>>4&3)<<4) - 32) * int32(y[j+64])
-					s3 += (int32(c>>4|(t>>6)<<4) - 32) * int32(y[j+96])
-				}
-				sumi += int32(int8(sc[k]))*s0 + int32(int8(sc[k+2]))*s1 + int32(int8(sc[k+4]))*s2 + int32(int8(sc[k+6]))*s3
+			l8, h8 := ql[64*h:], qh[32*h:]
+			for j := 0; j < 32; j++ {
+				e := 128*h + j
+				t := h8[j]
+				q0 := int32(l8[j]&0xf|(t&3)<<4) - 32
+				q1 := int32(l8[j+32]&0xf|(t>>2&3)<<4) - 32
+				q2 := int32(l8[j]>>4|(t>>4&3)<<4) - 32
+				q3 := int32(l8[j+32]>>4|(t>>6)<<4) - 32
+				kLanes(&lanes, e, int32(int8(sc[e/16]))*q0*int32(q8[e]))
+				kLanes(&lanes, e+32, int32(int8(sc[(e+32)/16]))*q1*int32(q8[e+32]))
+				kLanes(&lanes, e+64, int32(int8(sc[(e+64)/16]))*q2*int32(q8[e+64]))
+				kLanes(&lanes, e+96, int32(int8(sc[(e+96)/16]))*q3*int32(q8[e+96]))
 			}
 		}
-		sum += f16(blk[208:]) * da * float32(sumi)
+		d := da * f16(blk[208:])
+		for l := range acc {
+			acc[l] = fma32(d, float32(lanes[l]), acc[l])
+		}
 	}
-	return sum
+	return hsum8(&acc)
 }
 
 // kScaleMin unpacks the 6-bit scales and mins of Q4_K and Q5_K.
@@ -156,30 +153,38 @@ func dotQ4KGo(w []byte, a arow) float32 {
 	return sum
 }
 
-// dotQ5KGo is ggml_vec_dot_q5_K_q8_K: as Q4_K with a fifth bit from qh.
+// dotQ5KGo is ggml_vec_dot_q5_K_q8_K on AVX2: integer lane sums of sc·q·a
+// accumulated as fma(d_a·d_w, lane, acc[l]); the mins term
+// −d_a·dmin·Σ m·Σa is summed as a scalar (fma, as the compiler contracts it)
+// and added after the lanes.
 func dotQ5KGo(w []byte, a arow) float32 {
-	var sum float32
+	var acc [8]float32
+	var summs float32
 	for b, da := range a.d {
 		blk := w[b*176 : b*176+176]
 		sc, m := kScaleMin(blk[4:16])
 		qh, qs := blk[16:48], blk[48:176]
 		q8 := a.qs[b*256 : b*256+256]
 		bs := a.bsums[b*16 : b*16+16]
-		var sumi, summ int32
+		var lanes [8]int32
+		var summ int32
 		for c := 0; c < 4; c++ {
 			hshift := uint(2 * c)
-			var s0, s1 int32
 			for j, v := range qs[32*c : 32*c+32] {
 				h := qh[j] >> hshift
-				s0 += int32(v&0xf|(h&1)<<4) * int32(q8[64*c+j])
-				s1 += int32(v>>4|(h&2)<<3) * int32(q8[64*c+32+j])
+				e := 64*c + j
+				kLanes(&lanes, e, sc[2*c]*int32(v&0xf|(h&1)<<4)*int32(q8[e]))
+				kLanes(&lanes, e+32, sc[2*c+1]*int32(v>>4|(h&2)<<3)*int32(q8[e+32]))
 			}
-			sumi += sc[2*c]*s0 + sc[2*c+1]*s1
 			summ += m[2*c]*int32(bs[4*c]+bs[4*c+1]) + m[2*c+1]*int32(bs[4*c+2]+bs[4*c+3])
 		}
-		sum += da * (f16(blk)*float32(sumi) - f16(blk[2:])*float32(summ))
+		d, dmin := da*f16(blk), -da*f16(blk[2:])
+		for l := range acc {
+			acc[l] = fma32(d, float32(lanes[l]), acc[l])
+		}
+		summs = fma32(dmin, float32(summ), summs)
 	}
-	return sum
+	return hsum8(&acc) + summs
 }
 
 // genericKernels are the pure-Go integer kernels: the fallback, and the

@@ -190,7 +190,12 @@ func (j *mmJob) do(lo, hi, worker int) {
 		}
 		row := w.decodeRow(r, j.c.bufs[worker])
 		for t := 0; t < a.rows; t++ {
-			j.put(t, o, dot(row, a.f[t*a.k:(t+1)*a.k]))
+			x := a.f[t*a.k : (t+1)*a.k]
+			if w.typ == quant.F32 {
+				j.put(t, o, dotF32Tiny(row, x)) // the router: ggml's order, see ggmlorder.go
+			} else {
+				j.put(t, o, dot(row, x))
+			}
 		}
 	}
 }

@@ -81,9 +81,9 @@ func (c *CPU) RMSNorm(dst, src backend.Tensor, w backend.Weight, eps float32) {
 		x, y := s.row(i), d.row(i)
 		var ss float64
 		for _, v := range x {
-			ss += float64(v) * float64(v)
+			ss += float64(v * v)
 		}
-		// As ggml: the sum in double, the mean and scale in float32.
+		// As ggml: float32 squares summed in double, the mean and scale in float32.
 		mean := float32(ss / float64(len(x)))
 		scale := 1 / float32(math.Sqrt(float64(mean+eps)))
 		for j, v := range x {
@@ -135,21 +135,38 @@ func (w *weight) Dim(i int) uint64 {
 	return 1
 }
 
-// RoPE rotates adjacent pairs.
+// RoPE rotates adjacent pairs as ggml_rope_ext does: the angle of pair i is
+// built in float32 by repeated multiplication (θ_0 = p, θ_{i+1} = θ_i·base^(-2/n)),
+// YaRN mixes interpolated and extrapolated angles per pair, and cos/sin carry
+// ggml's magnitude factor. Rotated keys and queries feed the attention, whose
+// output is rounded to 8 bits, so they must agree with llama.cpp bit for bit.
 func (c *CPU) RoPE(t backend.Tensor, stride, off, n int, r *backend.Rope) {
 	c.launches++
 	x, pos := tens(t), c.pos
+	c.ropeCS = grow(c.ropeCS, n)
+	cs := c.ropeCS // cos, sin per pair
+	thetaScale := float32(math.Pow(float64(r.Base), float64(float32(-2)/float32(n))))
 	for i := 0; i < x.rows; i++ {
+		theta := float32(pos[i])
+		for k := 0; k < n/2; k++ {
+			th, mscale := r.FreqScale*theta, r.AttnFactor
+			if r.ExtFactor != 0 {
+				y := (float32(k) - r.Corr[0]) / max(0.001, r.Corr[1]-r.Corr[0])
+				mix := (1 - min(1, max(0, y))) * r.ExtFactor
+				th = th*(1-mix) + theta*mix
+				mscale *= 1 + 0.1*float32(math.Log(float64(1/r.FreqScale)))
+			}
+			cs[2*k] = float32(math.Cos(float64(th))) * mscale
+			cs[2*k+1] = float32(math.Sin(float64(th))) * mscale
+			theta *= thetaScale
+		}
 		row := x.row(i)
-		p := float64(pos[i])
 		for h := 0; h+stride <= x.cols; h += stride {
 			v := row[h+off : h+off+n]
-			for k := 0; k < n/2; k++ {
-				theta := p * float64(r.Freqs[k])
-				sin, cos := math.Sincos(theta)
-				a, b := float64(v[2*k]), float64(v[2*k+1])
-				v[2*k] = float32(a*cos - b*sin)
-				v[2*k+1] = float32(a*sin + b*cos)
+			for k := 0; k < n; k += 2 {
+				a, b := v[k], v[k+1]
+				v[k] = a*cs[k] - b*cs[k+1]
+				v[k+1] = a*cs[k+1] + b*cs[k]
 			}
 		}
 	}
@@ -204,7 +221,13 @@ func (c *CPU) Attention(dst, q backend.Tensor, kb, vb backend.Weight, kc backend
 	c.headMatMul(d, vdim, vbw, &j.olat, kvLoRA)
 }
 
-// attnJob is the attention of one (token, head) pair per index.
+// attnJob is the attention of one (token, head) pair per index, computed as
+// ggml's CPU flash attention does (llama.cpp's default): one pass over the
+// positions with a running maximum M and sum S, s = (K·q)·scale with
+// ggml_vec_dot_f32's order, the output rescaled by expf(M_old − M) when the
+// maximum grows, V accumulated with fused multiply-adds, and divided by S at
+// the end. Its output is rounded to 8 bits before attn_v_b, so it must agree
+// with llama.cpp to the last bit (see ggmlorder.go).
 type attnJob struct {
 	query, olat tensor
 	bufs        [][]float32 // per-worker scores
@@ -223,27 +246,30 @@ func (j *attnJob) do(lo, hi, worker int) {
 		t, h := job/heads, job%heads
 		qv := j.query.row(t)[h*width : (h+1)*width]
 		n := int(j.pos[t]) + 1
-		scores := j.bufs[worker][:n]
-		best := float32(math.Inf(-1))
-		for p := range scores {
-			s := j.scale * dot(qv, k.row(j.layer, p))
-			scores[p] = s
-			best = max(best, s)
-		}
-		var sum float64
-		for p, s := range scores {
-			e := float32(math.Exp(float64(s - best)))
-			scores[p] = e
-			sum += float64(e)
-		}
 		out := j.olat.row(t)[h*kvLoRA : (h+1)*kvLoRA]
 		clear(out)
-		inv := float32(1 / sum)
-		for p, e := range scores {
-			wgt := e * inv
-			for i, v := range k.row(j.layer, p)[:kvLoRA] {
-				out[i] += wgt * v
+		m, sum := float32(math.Inf(-1)), float32(0)
+		for p := 0; p < n; p++ {
+			row := k.row(j.layer, p)
+			s := dotF32Vec(row, qv) * j.scale
+			ms, vs := float32(1), float32(1)
+			if s > m {
+				ms = expf(m - s)
+				m = s
+				for i := range out {
+					out[i] *= ms
+				}
+			} else {
+				vs = expf(s - m)
 			}
+			for i, v := range row[:kvLoRA] {
+				out[i] = fma32(v, vs, out[i])
+			}
+			sum = sum*ms + vs
+		}
+		inv := 1 / sum
+		for i := range out {
+			out[i] *= inv
 		}
 	}
 }

@@ -173,7 +173,8 @@ func TestRoPE(t *testing.T) {
 		9, 9, 1, 0, 0, 1, 9, 9, 1, 2, 3, 4,
 		9, 9, 1, 0, 0, 1, 9, 9, 1, 2, 3, 4,
 	})
-	rope := &backend.Rope{Freqs: []float32{0.5, 0.25}}
+	// Base 4 over 4 rotary values: pair angles p·1 and p·4^(-1/2) = p·0.5.
+	rope := &backend.Rope{Freqs: []float32{1, 0.5}, Base: 4, FreqScale: 1, AttnFactor: 1}
 	c.RoPE(x, 6, 2, 4, rope)
 	got := read(c, x)
 	rot := func(a, b, theta float64) (float64, float64) {
@@ -185,8 +186,8 @@ func TestRoPE(t *testing.T) {
 		if h == 1 {
 			row = []float64{9, 9, 1, 2, 3, 4}
 		}
-		row[2], row[3] = rot(row[2], row[3], 3*0.5)
-		row[4], row[5] = rot(row[4], row[5], 3*0.25)
+		row[2], row[3] = rot(row[2], row[3], 3*1)
+		row[4], row[5] = rot(row[4], row[5], 3*0.5)
 		want = append(want, row...)
 	}
 	closeTo(t, "RoPE", got, want, 1e-6)

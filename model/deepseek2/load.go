@@ -195,11 +195,39 @@ func ropeFreqs(c *Config) []float32 {
 	return freqs
 }
 
-// attnScale is the softmax scale, with YaRN's magnitude correction (m²).
-func attnScale(c *Config) float32 {
-	m := 1.0
-	if c.Scaling.Type == "yarn" && c.Scaling.Factor > 1 {
-		m = 1 + c.Scaling.YarnLogMul*math.Log(c.Scaling.Factor)
+// ropeOf is the rotation in both forms: the per-pair angles, and
+// ggml_rope_ext's parameters as llama.cpp sets them for deepseek2 (with YaRN,
+// attn_factor 1/(1+0.1·ln(1/scale)) cancels ggml's magnitude correction; the
+// correction dimensions use β_fast 32 and β_slow 1), all in float32 as ggml
+// computes them.
+func ropeOf(c *Config) backend.Rope {
+	n := float32(c.Rope)
+	r := backend.Rope{Freqs: ropeFreqs(c), Base: float32(c.RopeBase), FreqScale: 1, AttnFactor: 1}
+	switch {
+	case c.Scaling.Type == "yarn" && c.Scaling.Factor > 1:
+		r.FreqScale = float32(1 / c.Scaling.Factor)
+		r.ExtFactor = 1
+		r.AttnFactor = 1 / (1 + 0.1*logf(1/r.FreqScale))
+		corr := func(rot float32) float32 {
+			return n * logf(float32(c.Scaling.OrigContext)/(rot*2*float32(math.Pi))) / (2 * logf(r.Base))
+		}
+		r.Corr[0] = max(0, float32(math.Floor(float64(corr(32)))))
+		r.Corr[1] = min(n-1, float32(math.Ceil(float64(corr(1)))))
+	case c.Scaling.Type == "linear" && c.Scaling.Factor > 0:
+		r.FreqScale = float32(1 / c.Scaling.Factor)
 	}
-	return float32(m * m / math.Sqrt(float64(c.Nope+c.Rope)))
+	return r
+}
+
+func logf(x float32) float32 { return float32(math.Log(float64(x))) }
+
+// attnScale is the softmax scale, with YaRN's magnitude correction (m²),
+// computed in float32 as llama.cpp does (mscale²/sqrtf(nope+rope)): for
+// nope+rope = 96 the double-precision value rounds one ulp higher.
+func attnScale(c *Config) float32 {
+	var m float32 = 1
+	if c.Scaling.Type == "yarn" && c.Scaling.Factor > 1 {
+		m = 1 + float32(c.Scaling.YarnLogMul)*logf(float32(c.Scaling.Factor))
+	}
+	return m * m / float32(math.Sqrt(float64(float32(c.Nope+c.Rope))))
 }

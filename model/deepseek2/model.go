@@ -42,7 +42,7 @@ func Load(f *gguf.File, be backend.Backend, ctx int) (*Model, error) {
 		ctx = min(c.ContextLength, 4096)
 	}
 	b := &binder{f: f, be: be}
-	m := &Model{Config: c, be: be, ctx: ctx, rope: backend.Rope{Freqs: ropeFreqs(c)}, scale: attnScale(c)}
+	m := &Model{Config: c, be: be, ctx: ctx, rope: ropeOf(c), scale: attnScale(c)}
 	m.embd = b.get("token_embd.weight", c.Dim, c.Vocab)
 	m.outNorm = b.get("output_norm.weight", c.Dim)
 	m.output = b.opt("output.weight", c.Dim, c.Vocab)
