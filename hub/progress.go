@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/latent-ai/latent/internal/units"
 )
 
 // progress reports a download: on a terminal a bar redrawn in place a few
@@ -77,10 +79,10 @@ func (p *progress) line(now time.Time, width int) string {
 		full := int(frac * float64(width))
 		fmt.Fprintf(&b, " ▕%s%s▏", strings.Repeat("█", full), strings.Repeat(" ", width-full))
 	}
-	fmt.Fprintf(&b, " %s/%s", HumanBytes(p.done), HumanBytes(p.total))
+	fmt.Fprintf(&b, " %s/%s", units.Bytes(p.done), units.Bytes(p.total))
 	if el := now.Sub(p.start).Seconds(); el > 0.5 && p.done > p.resumedFrom {
 		rate := float64(p.done-p.resumedFrom) / el
-		fmt.Fprintf(&b, "  %s/s", HumanBytes(int64(rate)))
+		fmt.Fprintf(&b, "  %s/s", units.Bytes(int64(rate)))
 		if p.done < p.total {
 			left := time.Duration(float64(p.total-p.done)/rate) * time.Second
 			fmt.Fprintf(&b, "  %s left", left.Round(time.Second))
@@ -98,23 +100,4 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// HumanBytes formats a byte count in decimal units, as ollama and the Hub
-// show model sizes: "18 GB", "1.4 MB", "512 B".
-func HumanBytes(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, i := float64(n), -1
-	for v >= unit && i < 4 {
-		v /= unit
-		i++
-	}
-	suffix := []string{"kB", "MB", "GB", "TB", "PB"}[i]
-	if v < 10 {
-		return fmt.Sprintf("%.1f %s", v, suffix)
-	}
-	return fmt.Sprintf("%.0f %s", v, suffix)
 }

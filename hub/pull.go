@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/internal/units"
 )
 
 // Pulled describes a pull.
@@ -83,7 +84,7 @@ func (c *client) pull(ctx context.Context, r Ref) (*Pulled, error) {
 		p.UpToDate = true
 	} else {
 		if c.progress != nil {
-			fmt.Fprintf(c.progress, "pulling %s: %s (%s, %s)\n", r, rf.Path, HumanBytes(size), why)
+			fmt.Fprintf(c.progress, "pulling %s: %s (%s, %s)\n", r, rf.Path, units.Bytes(size), why)
 		}
 		if p.Resumed, err = c.download(ctx, meta.URL, final, rf.Path, sha, size); err != nil {
 			return nil, err
@@ -149,7 +150,7 @@ func (c *client) download(ctx context.Context, url, final, file, sha string, siz
 	}
 	if free, ok := diskFree(filepath.Dir(final)); ok && uint64(size-have) > free {
 		return 0, fmt.Errorf("not enough disk space for %s: it needs %s more, %s has %s free (set LATENT_MODELS to a roomier place)",
-			file, HumanBytes(size-have), filepath.Dir(final), HumanBytes(int64(free)))
+			file, units.Bytes(size-have), filepath.Dir(final), units.Bytes(int64(free)))
 	}
 
 	// The hash covers the bytes on disk: those of an earlier run first.
@@ -175,7 +176,7 @@ func (c *client) download(ctx context.Context, url, final, file, sha string, siz
 			continue
 		}
 		if ctx.Err() != nil {
-			return resumed, fmt.Errorf("%w: %s of %s kept in %s; pull again to resume", ErrInterrupted, HumanBytes(have), HumanBytes(size), part)
+			return resumed, fmt.Errorf("%w: %s of %s kept in %s; pull again to resume", ErrInterrupted, units.Bytes(have), units.Bytes(size), part)
 		}
 		var perm permanentError
 		if errors.As(err, &perm) {
@@ -186,15 +187,15 @@ func (c *client) download(ctx context.Context, url, final, file, sha string, siz
 		}
 		failures++
 		if failures > c.retries {
-			return resumed, fmt.Errorf("download %s: %w (%s of %s kept in %s; pull again to resume)", file, err, HumanBytes(have), HumanBytes(size), part)
+			return resumed, fmt.Errorf("download %s: %w (%s of %s kept in %s; pull again to resume)", file, err, units.Bytes(have), units.Bytes(size), part)
 		}
 		wait := c.retryDelay << min(failures-1, 5)
 		if c.progress != nil && !bar.tty {
-			fmt.Fprintf(c.progress, "download %s: %v; resuming at %s in %s\n", file, err, HumanBytes(have), wait)
+			fmt.Fprintf(c.progress, "download %s: %v; resuming at %s in %s\n", file, err, units.Bytes(have), wait)
 		}
 		select {
 		case <-ctx.Done():
-			return resumed, fmt.Errorf("%w: %s of %s kept in %s; pull again to resume", ErrInterrupted, HumanBytes(have), HumanBytes(size), part)
+			return resumed, fmt.Errorf("%w: %s of %s kept in %s; pull again to resume", ErrInterrupted, units.Bytes(have), units.Bytes(size), part)
 		case <-time.After(wait):
 		}
 	}
@@ -304,7 +305,7 @@ func (c *client) fetch(ctx context.Context, url string, f *os.File, h hashWriter
 			err = cause
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			err = fmt.Errorf("the connection closed after %s of %s", HumanBytes(have+n), HumanBytes(size))
+			err = fmt.Errorf("the connection closed after %s of %s", units.Bytes(have+n), units.Bytes(size))
 		}
 	}
 	return n, restart, err

@@ -327,7 +327,7 @@ func TestPullDiskTooSmall(t *testing.T) {
 	s := hubtest.New(t, map[string][]hubtest.File{"o/r": {{Path: "m-Q4_K_M.gguf", Data: []byte("GGUF"), ReportSize: 1 << 60}}})
 	opts := testOptions(t, s)
 	_, err := Pull(context.Background(), "hf.co/o/r", opts)
-	if err == nil || !strings.Contains(err.Error(), "not enough disk space for m-Q4_K_M.gguf: it needs 1153 PB more") {
+	if err == nil || !strings.Contains(err.Error(), "not enough disk space for m-Q4_K_M.gguf: it needs 1.2 EB more") {
 		t.Fatalf("pull of an exabyte: %v", err)
 	}
 	if n := len(s.Downloads("m-Q4_K_M.gguf")); n != 0 {
@@ -496,11 +496,6 @@ func TestProgressLines(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "\r") {
 		t.Error("progress on a pipe redraws in place")
-	}
-	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 1000: "1.0 kB", 3917568: "3.9 MB", 18_470_000_000: "18 GB"} {
-		if got := HumanBytes(n); got != want {
-			t.Errorf("HumanBytes(%d) = %q, want %q", n, got, want)
-		}
 	}
 }
 

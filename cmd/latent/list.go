@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/latent-ai/latent/hub"
+	"github.com/latent-ai/latent/internal/units"
 )
 
 func newListCmd() *cobra.Command {
@@ -36,7 +37,7 @@ func newListCmd() *cobra.Command {
 			fmt.Fprintln(tw, "NAME\tSIZE\tMODIFIED")
 			now := time.Now()
 			for _, m := range models {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Name, hub.HumanBytes(m.Size), ago(now.Sub(m.Modified)))
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Name, units.Bytes(m.Size), ago(now.Sub(m.Modified)))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/latent-ai/latent/hub"
+	"github.com/latent-ai/latent/internal/units"
 )
 
 func newPullCmd() *cobra.Command {
@@ -53,9 +54,9 @@ mirror.`,
 			}
 			resumed := ""
 			if p.Resumed > 0 {
-				resumed = fmt.Sprintf(", resumed at %s", hub.HumanBytes(p.Resumed))
+				resumed = fmt.Sprintf(", resumed at %s", units.Bytes(p.Resumed))
 			}
-			fmt.Fprintf(out, "pulled %s (%s, %s, sha256 verified%s): %s\n", p.Name, p.Chosen, hub.HumanBytes(p.Size), resumed, p.Path)
+			fmt.Fprintf(out, "pulled %s (%s, %s, sha256 verified%s): %s\n", p.Name, p.Chosen, units.Bytes(p.Size), resumed, p.Path)
 			return nil
 		},
 	}

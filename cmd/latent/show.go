@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/internal/units"
 	"github.com/latent-ai/latent/model"
 	"github.com/latent-ai/latent/model/deepseek2"
 )
@@ -45,7 +46,7 @@ func newShowCmd() *cobra.Command {
 func printInfo(w io.Writer, in *model.Info) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
-	row("file", "%s (%s, GGUF v%d)", in.File, humanBytes(in.FileBytes), in.GGUFVersion)
+	row("file", "%s (%s, GGUF v%d)", in.File, units.Bytes(in.FileBytes), in.GGUFVersion)
 	if in.Name != "" {
 		row("name", "%s", in.Name)
 	}
@@ -69,7 +70,7 @@ func printInfo(w io.Writer, in *model.Info) error {
 			kvb = "legacy combined attn_kv_b"
 		}
 		row("attention", "MLA, %d heads; q_lora %s, kv_lora %d; qk %d nope + %d rope, v %d; %s", a.Heads, q, a.KVLoRA, a.Nope, a.Rope, a.VHead, kvb)
-		row("kv cache", "%d values per position per layer, %s per token at f16", a.KVLoRA+a.Rope, humanBytes(a.CacheBytes))
+		row("kv cache", "%d values per position per layer, %s per token at f16", a.KVLoRA+a.Rope, units.Bytes(a.CacheBytes))
 		var ffn []string
 		if a.DenseLayers > 0 {
 			ffn = append(ffn, fmt.Sprintf("dense %d", a.FF))
@@ -107,11 +108,11 @@ func printInfo(w io.Writer, in *model.Info) error {
 	}
 	row("parameters", "%s, %.2f bits per weight", params, in.BitsPerParam)
 	if in.DecodeBytes > 0 {
-		row("decode reads", "%s of weights per token", humanBytes(in.DecodeBytes))
+		row("decode reads", "%s of weights per token", units.Bytes(in.DecodeBytes))
 	}
 	var types []string
 	for _, t := range in.Types {
-		types = append(types, fmt.Sprintf("%s %d (%s)", t.Type, t.Tensors, humanBytes(t.Bytes)))
+		types = append(types, fmt.Sprintf("%s %d (%s)", t.Type, t.Tensors, units.Bytes(t.Bytes)))
 	}
 	row("tensors", "%d: %s", in.TensorCount, strings.Join(types, ", "))
 	if t := in.Tokenizer; t != nil {
@@ -153,7 +154,7 @@ func printInfo(w io.Writer, in *model.Info) error {
 			for i, d := range t.Shape {
 				dims[i] = fmt.Sprint(d)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Type, strings.Join(dims, "×"), humanBytes(t.Bytes))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Type, strings.Join(dims, "×"), units.Bytes(t.Bytes))
 		}
 		return tw.Flush()
 	}
@@ -168,19 +169,6 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.2f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func humanCount(n int64) string {

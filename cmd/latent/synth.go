@@ -12,8 +12,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/latent-ai/latent/synth"
 	"github.com/spf13/cobra"
+
+	"github.com/latent-ai/latent/internal/units"
+	"github.com/latent-ai/latent/synth"
 )
 
 func newSynthCmd() *cobra.Command {
@@ -110,7 +112,7 @@ func runSynth(ctx context.Context, stderr io.Writer, out string, opts synth.Opti
 		return fmt.Errorf("synth: %w", err)
 	}
 	start := time.Now()
-	tty := isTerminal(stderr)
+	_, tty := terminalFile(stderr)
 	if tty {
 		var last time.Time
 		m.Options.Progress = func(done, total int64) {
@@ -123,7 +125,7 @@ func runSynth(ctx context.Context, stderr io.Writer, out string, opts synth.Opti
 					eta = fmt.Sprintf("  %.0f s left", float64(total-done)/rate)
 				}
 				fmt.Fprintf(stderr, "\r%5.1f%%  %s / %s  %s/s%s\x1b[K", 100*float64(done)/float64(max(total, 1)),
-					humanBytes(done), humanBytes(total), humanBytes(int64(rate)), eta)
+					units.Bytes(done), units.Bytes(total), units.Bytes(int64(rate)), eta)
 			}
 		}
 	}
@@ -140,18 +142,7 @@ func runSynth(ctx context.Context, stderr io.Writer, out string, opts synth.Opti
 		layers += fmt.Sprintf(" + %d MTP", m.Config.NextN)
 	}
 	fmt.Fprintf(stderr, "wrote %s: %s %s, %s, %d tensors, %s in %.1f s (%s/s)\n",
-		out, m.Preset.Name, m.Options.Format, layers, len(m.Tensors), humanBytes(n), el.Seconds(),
-		humanBytes(int64(float64(n)/max(el.Seconds(), 1e-9))))
+		out, m.Preset.Name, m.Options.Format, layers, len(m.Tensors), units.Bytes(n), el.Seconds(),
+		units.Bytes(int64(float64(n)/max(el.Seconds(), 1e-9))))
 	return nil
-}
-
-// isTerminal reports whether w is a character device (a terminal), where a
-// progress line that rewrites itself is welcome.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
