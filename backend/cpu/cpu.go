@@ -35,7 +35,7 @@ type CPU struct {
 	moe    moeBufs
 	// per-worker results of a four-token kernel
 	quads [][4]float32
-	tiles [][8]float32
+	tiles [][16]float32
 }
 
 var _ backend.Backend = (*CPU)(nil)

@@ -16,378 +16,107 @@ DATA onesI16<>+16(SB)/8, $0x0001000100010001
 DATA onesI16<>+24(SB)/8, $0x0001000100010001
 GLOBL onesI16<>(SB), RODATA|NOPTR, $32
 
-// func dotQ4_0x1AVX2(w *byte, qs *int8, d *float32, s4 *int32, nb int, k int, out *float32)
+// func dotQ8_0x1AVX2(w *byte, qs *int8, d *float32, nb int, k int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotQ4_0x1AVX2(SB), NOSPLIT, $0-56
+TEXT ·dotQ8_0x1AVX2(SB), NOSPLIT, $0-48
 	MOVQ    w+0(FP), AX
 	MOVQ    qs+8(FP), CX
 	MOVQ    d+16(FP), DX
-	MOVQ    s4+24(FP), BX
-	MOVQ    nb+32(FP), SI
-	MOVQ    k+40(FP), DI
-	SHRQ    $0x03, DI
+	MOVQ    nb+24(FP), BX
+	MOVQ    k+32(FP), SI
+	SHRQ    $0x03, SI
 	VXORPS  Y0, Y0, Y0
-	VXORPS  Y1, Y1, Y1
-	VMOVDQU nibbleMask<>+0(SB), Y2
-	VMOVDQU onesI16<>+0(SB), Y3
-
-dotQ4_0x1AVX2_loop:
-	CMPQ         SI, $0x00000002
-	JL           dotQ4_0x1AVX2_tail
-	MOVWLZX      (AX), DI
-	VMOVD        DI, X4
-	VCVTPH2PS    X4, X4
-	VBROADCASTSS X4, Y4
-	VMOVDQU      2(AX), X5
-	VPSRLW       $0x04, X5, X6
-	VINSERTI128  $0x01, X6, Y5, Y5
-	VPAND        Y2, Y5, Y5
-	VBROADCASTSS (DX), Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDUBSW   (CX), Y5, Y4
-	VPMADDWD     Y3, Y4, Y4
-	VPSUBD       (BX), Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y6, Y0
-	MOVWLZX      18(AX), DI
-	VMOVD        DI, X4
-	VCVTPH2PS    X4, X4
-	VBROADCASTSS X4, Y4
-	VMOVDQU      20(AX), X7
-	VPSRLW       $0x04, X7, X5
-	VINSERTI128  $0x01, X5, Y7, Y7
-	VPAND        Y2, Y7, Y7
-	VBROADCASTSS 4(DX), Y6
-	VMULPS       Y4, Y6, Y6
-	VPMADDUBSW   32(CX), Y7, Y4
-	VPMADDWD     Y3, Y4, Y4
-	VPSUBD       32(BX), Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y6, Y1
-	ADDQ         $0x00000024, AX
-	ADDQ         $0x00000040, CX
-	ADDQ         $0x00000040, BX
-	ADDQ         $0x00000008, DX
-	SUBQ         $0x00000002, SI
-	JMP          dotQ4_0x1AVX2_loop
-
-dotQ4_0x1AVX2_tail:
-	TESTQ        SI, SI
-	JZ           dotQ4_0x1AVX2_done
-	MOVWLZX      (AX), DI
-	VMOVD        DI, X4
-	VCVTPH2PS    X4, X4
-	VBROADCASTSS X4, Y4
-	VMOVDQU      2(AX), X8
-	VPSRLW       $0x04, X8, X5
-	VINSERTI128  $0x01, X5, Y8, Y8
-	VPAND        Y2, Y8, Y8
-	VBROADCASTSS (DX), Y5
-	VMULPS       Y4, Y5, Y5
-	VPMADDUBSW   (CX), Y8, Y4
-	VPMADDWD     Y3, Y4, Y4
-	VPSUBD       (BX), Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y5, Y0
-	ADDQ         $0x00000012, AX
-	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000020, BX
-	ADDQ         $0x00000004, DX
-	DECQ         SI
-	JMP          dotQ4_0x1AVX2_tail
-
-dotQ4_0x1AVX2_done:
-	MOVQ         out+48(FP), AX
-	VADDPS       Y1, Y0, Y0
-	VEXTRACTF128 $0x01, Y0, X1
-	VADDPS       X1, X0, X0
-	VHADDPS      X0, X0, X0
-	VHADDPS      X0, X0, X0
-	VMOVSS       X0, (AX)
-	VZEROUPPER
-	RET
-
-// func dotQ8_0x1AVX2(w *byte, qs *int8, d *float32, s4 *int32, nb int, k int, out *float32)
-// Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotQ8_0x1AVX2(SB), NOSPLIT, $0-56
-	MOVQ    w+0(FP), AX
-	MOVQ    qs+8(FP), CX
-	MOVQ    d+16(FP), DX
-	MOVQ    s4+24(FP), BX
-	MOVQ    nb+32(FP), SI
-	MOVQ    k+40(FP), DI
-	SHRQ    $0x03, DI
-	VXORPS  Y0, Y0, Y0
-	VXORPS  Y1, Y1, Y1
-	VMOVDQU nibbleMask<>+0(SB), Y2
-	VMOVDQU onesI16<>+0(SB), Y2
+	VMOVDQU onesI16<>+0(SB), Y1
 
 dotQ8_0x1AVX2_loop:
-	CMPQ         SI, $0x00000002
-	JL           dotQ8_0x1AVX2_tail
-	MOVWLZX      (AX), DI
-	VMOVD        DI, X3
-	VCVTPH2PS    X3, X3
-	VBROADCASTSS X3, Y3
-	VMOVDQU      2(AX), Y4
-	VPABSB       Y4, Y5
-	VBROADCASTSS (DX), Y6
-	VMULPS       Y3, Y6, Y6
-	VMOVDQU      (CX), Y3
-	VPSIGNB      Y4, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y2, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  Y3, Y6, Y0
-	MOVWLZX      34(AX), DI
-	VMOVD        DI, X3
-	VCVTPH2PS    X3, X3
-	VBROADCASTSS X3, Y3
-	VMOVDQU      36(AX), Y4
-	VPABSB       Y4, Y5
-	VBROADCASTSS 4(DX), Y6
-	VMULPS       Y3, Y6, Y6
-	VMOVDQU      32(CX), Y3
-	VPSIGNB      Y4, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y2, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  Y3, Y6, Y1
-	ADDQ         $0x00000044, AX
-	ADDQ         $0x00000040, CX
-	ADDQ         $0x00000040, BX
-	ADDQ         $0x00000008, DX
-	SUBQ         $0x00000002, SI
-	JMP          dotQ8_0x1AVX2_loop
-
-dotQ8_0x1AVX2_tail:
-	TESTQ        SI, SI
+	TESTQ        BX, BX
 	JZ           dotQ8_0x1AVX2_done
-	MOVWLZX      (AX), DI
-	VMOVD        DI, X3
-	VCVTPH2PS    X3, X3
-	VBROADCASTSS X3, Y3
-	VMOVDQU      2(AX), Y4
-	VPABSB       Y4, Y5
-	VBROADCASTSS (DX), Y6
-	VMULPS       Y3, Y6, Y6
-	VMOVDQU      (CX), Y3
-	VPSIGNB      Y4, Y3, Y3
-	VPMADDUBSW   Y3, Y5, Y3
-	VPMADDWD     Y2, Y3, Y3
-	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  Y3, Y6, Y0
+	MOVWLZX      (AX), SI
+	VMOVD        SI, X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS X2, Y2
+	VMOVDQU      2(AX), Y3
+	VPABSB       Y3, Y4
+	VBROADCASTSS (DX), Y5
+	VMULPS       Y5, Y2, Y5
+	VMOVDQU      (CX), Y2
+	VPSIGNB      Y3, Y2, Y2
+	VPMADDUBSW   Y2, Y4, Y2
+	VPMADDWD     Y1, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VFMADD231PS  Y2, Y5, Y0
 	ADDQ         $0x00000022, AX
 	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000020, BX
 	ADDQ         $0x00000004, DX
-	DECQ         SI
-	JMP          dotQ8_0x1AVX2_tail
+	DECQ         BX
+	JMP          dotQ8_0x1AVX2_loop
 
 dotQ8_0x1AVX2_done:
-	MOVQ         out+48(FP), AX
-	VADDPS       Y1, Y0, Y0
+	MOVQ         out+40(FP), AX
 	VEXTRACTF128 $0x01, Y0, X1
 	VADDPS       X1, X0, X0
-	VHADDPS      X0, X0, X0
-	VHADDPS      X0, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
 	VMOVSS       X0, (AX)
 	VZEROUPPER
 	RET
 
-// func dotQ4_0x4AVX2(w *byte, qs *int8, d *float32, s4 *int32, nb int, k int, out *float32)
+// func dotQ8_0x4AVX2(w *byte, qs *int8, d *float32, nb int, k int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotQ4_0x4AVX2(SB), NOSPLIT, $0-56
+TEXT ·dotQ8_0x4AVX2(SB), NOSPLIT, $0-48
 	MOVQ    w+0(FP), AX
 	MOVQ    qs+8(FP), CX
 	MOVQ    d+16(FP), DX
-	MOVQ    s4+24(FP), BX
-	MOVQ    nb+32(FP), SI
-	MOVQ    k+40(FP), DI
-	MOVQ    DI, R8
-	SHRQ    $0x03, R8
+	MOVQ    nb+24(FP), BX
+	MOVQ    k+32(FP), SI
+	MOVQ    SI, DI
+	SHRQ    $0x03, DI
+	LEAQ    (SI)(SI*2), R8
 	LEAQ    (DI)(DI*2), R9
-	LEAQ    (R8)(R8*2), R10
 	VXORPS  Y0, Y0, Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
 	VXORPS  Y3, Y3, Y3
-	VMOVDQU nibbleMask<>+0(SB), Y4
-	VMOVDQU onesI16<>+0(SB), Y5
-
-dotQ4_0x4AVX2_loop:
-	CMPQ         SI, $0x00000001
-	JL           dotQ4_0x4AVX2_tail
-	MOVWLZX      (AX), R11
-	VMOVD        R11, X6
-	VCVTPH2PS    X6, X6
-	VBROADCASTSS X6, Y6
-	VMOVDQU      2(AX), X7
-	VPSRLW       $0x04, X7, X8
-	VINSERTI128  $0x01, X8, Y7, Y7
-	VPAND        Y4, Y7, Y7
-	VBROADCASTSS (DX), Y9
-	VMULPS       Y6, Y9, Y9
-	VPMADDUBSW   (CX), Y7, Y8
-	VPMADDWD     Y5, Y8, Y8
-	VPSUBD       (BX), Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y9, Y0
-	VBROADCASTSS (DX)(R8*1), Y9
-	VMULPS       Y6, Y9, Y9
-	VPMADDUBSW   (CX)(DI*1), Y7, Y8
-	VPMADDWD     Y5, Y8, Y8
-	VPSUBD       (BX)(DI*1), Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y9, Y1
-	VBROADCASTSS (DX)(R8*2), Y9
-	VMULPS       Y6, Y9, Y9
-	VPMADDUBSW   (CX)(DI*2), Y7, Y8
-	VPMADDWD     Y5, Y8, Y8
-	VPSUBD       (BX)(DI*2), Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y9, Y2
-	VBROADCASTSS (DX)(R10*1), Y8
-	VMULPS       Y6, Y8, Y8
-	VPMADDUBSW   (CX)(R9*1), Y7, Y6
-	VPMADDWD     Y5, Y6, Y6
-	VPSUBD       (BX)(R9*1), Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VFMADD231PS  Y6, Y8, Y3
-	ADDQ         $0x00000012, AX
-	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000020, BX
-	ADDQ         $0x00000004, DX
-	SUBQ         $0x00000001, SI
-	JMP          dotQ4_0x4AVX2_loop
-
-dotQ4_0x4AVX2_tail:
-	TESTQ        SI, SI
-	JZ           dotQ4_0x4AVX2_done
-	MOVWLZX      (AX), R11
-	VMOVD        R11, X6
-	VCVTPH2PS    X6, X6
-	VBROADCASTSS X6, Y6
-	VMOVDQU      2(AX), X10
-	VPSRLW       $0x04, X10, X7
-	VINSERTI128  $0x01, X7, Y10, Y10
-	VPAND        Y4, Y10, Y10
-	VBROADCASTSS (DX), Y8
-	VMULPS       Y6, Y8, Y8
-	VPMADDUBSW   (CX), Y10, Y7
-	VPMADDWD     Y5, Y7, Y7
-	VPSUBD       (BX), Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VFMADD231PS  Y7, Y8, Y0
-	VBROADCASTSS (DX)(R8*1), Y8
-	VMULPS       Y6, Y8, Y8
-	VPMADDUBSW   (CX)(DI*1), Y10, Y7
-	VPMADDWD     Y5, Y7, Y7
-	VPSUBD       (BX)(DI*1), Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VFMADD231PS  Y7, Y8, Y1
-	VBROADCASTSS (DX)(R8*2), Y8
-	VMULPS       Y6, Y8, Y8
-	VPMADDUBSW   (CX)(DI*2), Y10, Y7
-	VPMADDWD     Y5, Y7, Y7
-	VPSUBD       (BX)(DI*2), Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VFMADD231PS  Y7, Y8, Y2
-	VBROADCASTSS (DX)(R10*1), Y7
-	VMULPS       Y6, Y7, Y7
-	VPMADDUBSW   (CX)(R9*1), Y10, Y6
-	VPMADDWD     Y5, Y6, Y6
-	VPSUBD       (BX)(R9*1), Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VFMADD231PS  Y6, Y7, Y3
-	ADDQ         $0x00000012, AX
-	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000020, BX
-	ADDQ         $0x00000004, DX
-	DECQ         SI
-	JMP          dotQ4_0x4AVX2_tail
-
-dotQ4_0x4AVX2_done:
-	MOVQ         out+48(FP), AX
-	VEXTRACTF128 $0x01, Y0, X4
-	VADDPS       X4, X0, X0
-	VHADDPS      X0, X0, X0
-	VHADDPS      X0, X0, X0
-	VMOVSS       X0, (AX)
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X0, X1, X1
-	VHADDPS      X1, X1, X1
-	VHADDPS      X1, X1, X1
-	VMOVSS       X1, 4(AX)
-	VEXTRACTF128 $0x01, Y2, X0
-	VADDPS       X0, X2, X2
-	VHADDPS      X2, X2, X2
-	VHADDPS      X2, X2, X2
-	VMOVSS       X2, 8(AX)
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X0, X3, X3
-	VHADDPS      X3, X3, X3
-	VHADDPS      X3, X3, X3
-	VMOVSS       X3, 12(AX)
-	VZEROUPPER
-	RET
-
-// func dotQ8_0x4AVX2(w *byte, qs *int8, d *float32, s4 *int32, nb int, k int, out *float32)
-// Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotQ8_0x4AVX2(SB), NOSPLIT, $0-56
-	MOVQ    w+0(FP), AX
-	MOVQ    qs+8(FP), CX
-	MOVQ    d+16(FP), DX
-	MOVQ    s4+24(FP), BX
-	MOVQ    nb+32(FP), SI
-	MOVQ    k+40(FP), DI
-	MOVQ    DI, R8
-	SHRQ    $0x03, R8
-	LEAQ    (DI)(DI*2), R9
-	LEAQ    (R8)(R8*2), R10
-	VXORPS  Y0, Y0, Y0
-	VXORPS  Y1, Y1, Y1
-	VXORPS  Y2, Y2, Y2
-	VXORPS  Y3, Y3, Y3
-	VMOVDQU nibbleMask<>+0(SB), Y4
 	VMOVDQU onesI16<>+0(SB), Y4
 
 dotQ8_0x4AVX2_loop:
-	CMPQ         SI, $0x00000001
-	JL           dotQ8_0x4AVX2_tail
-	MOVWLZX      (AX), R11
-	VMOVD        R11, X5
+	TESTQ        BX, BX
+	JZ           dotQ8_0x4AVX2_done
+	MOVWLZX      (AX), R10
+	VMOVD        R10, X5
 	VCVTPH2PS    X5, X5
 	VBROADCASTSS X5, Y5
 	VMOVDQU      2(AX), Y6
 	VPABSB       Y6, Y7
 	VBROADCASTSS (DX), Y9
-	VMULPS       Y5, Y9, Y9
+	VMULPS       Y9, Y5, Y9
 	VMOVDQU      (CX), Y8
 	VPSIGNB      Y6, Y8, Y8
 	VPMADDUBSW   Y8, Y7, Y8
 	VPMADDWD     Y4, Y8, Y8
 	VCVTDQ2PS    Y8, Y8
 	VFMADD231PS  Y8, Y9, Y0
-	VBROADCASTSS (DX)(R8*1), Y9
-	VMULPS       Y5, Y9, Y9
-	VMOVDQU      (CX)(DI*1), Y8
+	VBROADCASTSS (DX)(DI*1), Y9
+	VMULPS       Y9, Y5, Y9
+	VMOVDQU      (CX)(SI*1), Y8
 	VPSIGNB      Y6, Y8, Y8
 	VPMADDUBSW   Y8, Y7, Y8
 	VPMADDWD     Y4, Y8, Y8
 	VCVTDQ2PS    Y8, Y8
 	VFMADD231PS  Y8, Y9, Y1
-	VBROADCASTSS (DX)(R8*2), Y9
-	VMULPS       Y5, Y9, Y9
-	VMOVDQU      (CX)(DI*2), Y8
+	VBROADCASTSS (DX)(DI*2), Y9
+	VMULPS       Y9, Y5, Y9
+	VMOVDQU      (CX)(SI*2), Y8
 	VPSIGNB      Y6, Y8, Y8
 	VPMADDUBSW   Y8, Y7, Y8
 	VPMADDWD     Y4, Y8, Y8
 	VCVTDQ2PS    Y8, Y8
 	VFMADD231PS  Y8, Y9, Y2
-	VBROADCASTSS (DX)(R10*1), Y8
-	VMULPS       Y5, Y8, Y8
-	VMOVDQU      (CX)(R9*1), Y5
+	VBROADCASTSS (DX)(R9*1), Y8
+	VMULPS       Y8, Y5, Y8
+	VMOVDQU      (CX)(R8*1), Y5
 	VPSIGNB      Y6, Y5, Y5
 	VPMADDUBSW   Y5, Y7, Y5
 	VPMADDWD     Y4, Y5, Y5
@@ -395,416 +124,259 @@ dotQ8_0x4AVX2_loop:
 	VFMADD231PS  Y5, Y8, Y3
 	ADDQ         $0x00000022, AX
 	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000020, BX
 	ADDQ         $0x00000004, DX
-	SUBQ         $0x00000001, SI
+	DECQ         BX
 	JMP          dotQ8_0x4AVX2_loop
 
-dotQ8_0x4AVX2_tail:
-	TESTQ        SI, SI
-	JZ           dotQ8_0x4AVX2_done
-	MOVWLZX      (AX), R11
-	VMOVD        R11, X5
-	VCVTPH2PS    X5, X5
-	VBROADCASTSS X5, Y5
-	VMOVDQU      2(AX), Y6
-	VPABSB       Y6, Y7
-	VBROADCASTSS (DX), Y9
-	VMULPS       Y5, Y9, Y9
-	VMOVDQU      (CX), Y8
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y7, Y8
-	VPMADDWD     Y4, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y9, Y0
-	VBROADCASTSS (DX)(R8*1), Y9
-	VMULPS       Y5, Y9, Y9
-	VMOVDQU      (CX)(DI*1), Y8
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y7, Y8
-	VPMADDWD     Y4, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y9, Y1
-	VBROADCASTSS (DX)(R8*2), Y9
-	VMULPS       Y5, Y9, Y9
-	VMOVDQU      (CX)(DI*2), Y8
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y7, Y8
-	VPMADDWD     Y4, Y8, Y8
-	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y9, Y2
-	VBROADCASTSS (DX)(R10*1), Y8
-	VMULPS       Y5, Y8, Y8
-	VMOVDQU      (CX)(R9*1), Y5
-	VPSIGNB      Y6, Y5, Y5
-	VPMADDUBSW   Y5, Y7, Y5
-	VPMADDWD     Y4, Y5, Y5
-	VCVTDQ2PS    Y5, Y5
-	VFMADD231PS  Y5, Y8, Y3
-	ADDQ         $0x00000022, AX
-	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000020, BX
-	ADDQ         $0x00000004, DX
-	DECQ         SI
-	JMP          dotQ8_0x4AVX2_tail
-
 dotQ8_0x4AVX2_done:
-	MOVQ         out+48(FP), AX
+	MOVQ         out+40(FP), AX
 	VEXTRACTF128 $0x01, Y0, X4
 	VADDPS       X4, X0, X0
-	VHADDPS      X0, X0, X0
-	VHADDPS      X0, X0, X0
+	VMOVHLPS     X0, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSHDUP    X0, X4
+	VADDSS       X4, X0, X0
 	VMOVSS       X0, (AX)
 	VEXTRACTF128 $0x01, Y1, X0
 	VADDPS       X0, X1, X1
-	VHADDPS      X1, X1, X1
-	VHADDPS      X1, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
 	VMOVSS       X1, 4(AX)
 	VEXTRACTF128 $0x01, Y2, X0
 	VADDPS       X0, X2, X2
-	VHADDPS      X2, X2, X2
-	VHADDPS      X2, X2, X2
+	VMOVHLPS     X2, X2, X0
+	VADDPS       X0, X2, X2
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X2, X2
 	VMOVSS       X2, 8(AX)
 	VEXTRACTF128 $0x01, Y3, X0
 	VADDPS       X0, X3, X3
-	VHADDPS      X3, X3, X3
-	VHADDPS      X3, X3, X3
+	VMOVHLPS     X3, X3, X0
+	VADDPS       X0, X3, X3
+	VMOVSHDUP    X3, X0
+	VADDSS       X0, X3, X3
 	VMOVSS       X3, 12(AX)
 	VZEROUPPER
 	RET
 
-// func dotQ4_0x1AVX512(w *byte, qs *int8, d8 *float32, s4 *int32, nb int, k int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F
-TEXT ·dotQ4_0x1AVX512(SB), NOSPLIT, $0-56
-	MOVQ            w+0(FP), AX
-	MOVQ            qs+8(FP), CX
-	MOVQ            d8+16(FP), DX
-	MOVQ            s4+24(FP), BX
-	MOVQ            nb+32(FP), SI
-	MOVQ            k+40(FP), DI
-	VPXORD          Z0, Z0, Z0
-	VPXORD          Z1, Z1, Z1
-	VBROADCASTI64X4 nibbleMask<>+0(SB), Z2
-	VBROADCASTI64X4 onesI16<>+0(SB), Z3
+// func dotQ4_0r4x1AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_0r4x1AVX2(SB), NOSPLIT, $0-64
+	MOVQ   w+0(FP), AX
+	MOVQ   wstride+8(FP), CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   qs+16(FP), BX
+	MOVQ   d+24(FP), SI
+	MOVQ   b8+32(FP), DI
+	MOVQ   nb+40(FP), R8
+	MOVQ   k+48(FP), R9
+	SHRQ   $0x03, R9
+	VXORPS X0, X0, X0
 
-dotQ4_0x1AVX512_loop:
-	TESTQ        SI, SI
-	JZ           dotQ4_0x1AVX512_done
-	VPBROADCASTW (AX), X4
-	VPBROADCASTW 18(AX), X5
-	VINSERTI128  $0x01, X5, Y4, Y4
-	VCVTPH2PS    Y4, Z5
-	VMOVDQU      2(AX), X6
-	VINSERTI128  $0x01, 20(AX), Y6, Y6
-	VPSRLW       $0x04, Y6, Y7
-	VINSERTI64X4 $0x01, Y7, Z6, Z7
-	VSHUFI64X2   $0xd8, Z7, Z7, Z7
-	VPANDD       Z2, Z7, Z7
-	VMULPS       (DX), Z5, Z5
-	VPMADDUBSW   (CX), Z7, Z7
-	VPMADDWD     Z3, Z7, Z7
-	VPSUBD       (BX), Z7, Z7
-	VCVTDQ2PS    Z7, Z7
-	VFMADD231PS  Z7, Z5, Z0
-	VPBROADCASTW 36(AX), X8
-	VPBROADCASTW 54(AX), X4
-	VINSERTI128  $0x01, X4, Y8, Y8
-	VCVTPH2PS    Y8, Z5
-	VMOVDQU      38(AX), X9
-	VINSERTI128  $0x01, 56(AX), Y9, Y9
-	VPSRLW       $0x04, Y9, Y7
-	VINSERTI64X4 $0x01, Y7, Z9, Z7
-	VSHUFI64X2   $0xd8, Z7, Z7, Z7
-	VPANDD       Z2, Z7, Z7
-	VMULPS       64(DX), Z5, Z5
-	VPMADDUBSW   64(CX), Z7, Z7
-	VPMADDWD     Z3, Z7, Z7
-	VPSUBD       64(BX), Z7, Z7
-	VCVTDQ2PS    Z7, Z7
-	VFMADD231PS  Z7, Z5, Z1
-	ADDQ         $0x00000048, AX
-	ADDQ         $0x00000080, CX
-	ADDQ         $0x00000080, BX
-	ADDQ         $0x00000080, DX
-	SUBQ         $0x00000004, SI
-	JMP          dotQ4_0x1AVX512_loop
+dotQ4_0r4x1AVX2_loop:
+	TESTQ          R8, R8
+	JZ             dotQ4_0r4x1AVX2_done
+	MOVWQZX        (AX), R9
+	MOVWQZX        (AX)(CX*1), R10
+	SHLQ           $0x10, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(CX*2), R10
+	SHLQ           $0x20, R10
+	ORQ            R10, R9
+	MOVWQZX        (AX)(DX*1), R10
+	SHLQ           $0x30, R10
+	ORQ            R10, R9
+	VMOVQ          R9, X1
+	VCVTPH2PS      X1, X1
+	VBROADCASTI128 2(AX), Y2
+	VPSRLW         $0x04, Y2, Y3
+	VPBLENDD       $0xf0, Y3, Y2, Y2
+	VPAND          nibbleMask<>+0(SB), Y2, Y2
+	VBROADCASTI128 2(AX)(CX*1), Y3
+	VPSRLW         $0x04, Y3, Y4
+	VPBLENDD       $0xf0, Y4, Y3, Y3
+	VPAND          nibbleMask<>+0(SB), Y3, Y3
+	VBROADCASTI128 2(AX)(CX*2), Y4
+	VPSRLW         $0x04, Y4, Y5
+	VPBLENDD       $0xf0, Y5, Y4, Y4
+	VPAND          nibbleMask<>+0(SB), Y4, Y4
+	VBROADCASTI128 2(AX)(DX*1), Y5
+	VPSRLW         $0x04, Y5, Y6
+	VPBLENDD       $0xf0, Y6, Y5, Y5
+	VPAND          nibbleMask<>+0(SB), Y5, Y5
+	VPMADDUBSW     (BX), Y2, Y2
+	VPMADDWD       onesI16<>+0(SB), Y2, Y2
+	VPMADDUBSW     (BX), Y3, Y3
+	VPMADDWD       onesI16<>+0(SB), Y3, Y3
+	VPMADDUBSW     (BX), Y4, Y4
+	VPMADDWD       onesI16<>+0(SB), Y4, Y4
+	VPMADDUBSW     (BX), Y5, Y5
+	VPMADDWD       onesI16<>+0(SB), Y5, Y5
+	VPHADDD        Y3, Y2, Y2
+	VPHADDD        Y5, Y4, Y4
+	VPHADDD        Y4, Y2, Y2
+	VEXTRACTI128   $0x01, Y2, X3
+	VPADDD         X2, X3, X3
+	VPBROADCASTD   (DI), X2
+	VPSUBD         X2, X3, X3
+	VCVTDQ2PS      X3, X3
+	VBROADCASTSS   (SI), X2
+	VMULPS         X2, X1, X2
+	VFMADD231PS    X2, X3, X0
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000020, BX
+	ADDQ           $0x00000004, SI
+	ADDQ           $0x00000004, DI
+	DECQ           R8
+	JMP            dotQ4_0r4x1AVX2_loop
 
-dotQ4_0x1AVX512_done:
-	MOVQ          out+48(FP), AX
-	VADDPS        Z1, Z0, Z0
-	VEXTRACTF64X4 $0x01, Z0, Y1
-	VADDPS        Y1, Y0, Y0
-	VEXTRACTF128  $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VHADDPS       X0, X0, X0
-	VHADDPS       X0, X0, X0
-	VMOVSS        X0, (AX)
+dotQ4_0r4x1AVX2_done:
+	MOVQ    out+56(FP), AX
+	VMOVUPS X0, (AX)
 	VZEROUPPER
 	RET
 
-// func dotQ4_0x4AVX512(w *byte, qs *int8, d8 *float32, s4 *int32, nb int, k int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F
-TEXT ·dotQ4_0x4AVX512(SB), NOSPLIT, $0-56
-	MOVQ            w+0(FP), AX
-	MOVQ            qs+8(FP), CX
-	MOVQ            d8+16(FP), DX
-	MOVQ            s4+24(FP), BX
-	MOVQ            nb+32(FP), SI
-	MOVQ            k+40(FP), DI
-	LEAQ            (DI)(DI*2), R8
-	VPXORD          Z0, Z0, Z0
-	VPXORD          Z1, Z1, Z1
-	VPXORD          Z2, Z2, Z2
-	VPXORD          Z3, Z3, Z3
-	VBROADCASTI64X4 nibbleMask<>+0(SB), Z4
-	VBROADCASTI64X4 onesI16<>+0(SB), Z5
+// func dotQ4_0r4x4AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_0r4x4AVX2(SB), NOSPLIT, $0-64
+	MOVQ   w+0(FP), AX
+	MOVQ   wstride+8(FP), CX
+	LEAQ   (CX)(CX*2), DX
+	MOVQ   qs+16(FP), BX
+	MOVQ   d+24(FP), SI
+	MOVQ   b8+32(FP), DI
+	MOVQ   nb+40(FP), R8
+	MOVQ   k+48(FP), R9
+	MOVQ   R9, R10
+	SHRQ   $0x03, R10
+	LEAQ   (R9)(R9*2), R11
+	LEAQ   (R10)(R10*2), R12
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
 
-dotQ4_0x4AVX512_loop:
-	TESTQ        SI, SI
-	JZ           dotQ4_0x4AVX512_done
-	VPBROADCASTW (AX), X6
-	VPBROADCASTW 18(AX), X7
-	VINSERTI128  $0x01, X7, Y6, Y6
-	VCVTPH2PS    Y6, Z7
-	VMOVDQU      2(AX), X8
-	VINSERTI128  $0x01, 20(AX), Y8, Y8
-	VPSRLW       $0x04, Y8, Y9
-	VINSERTI64X4 $0x01, Y9, Z8, Z9
-	VSHUFI64X2   $0xd8, Z9, Z9, Z9
-	VPANDD       Z4, Z9, Z9
-	VMULPS       (DX), Z7, Z11
-	VPMADDUBSW   (CX), Z9, Z10
-	VPMADDWD     Z5, Z10, Z10
-	VPSUBD       (BX), Z10, Z10
-	VCVTDQ2PS    Z10, Z10
-	VFMADD231PS  Z10, Z11, Z0
-	VMULPS       (DX)(DI*1), Z7, Z11
-	VPMADDUBSW   (CX)(DI*1), Z9, Z10
-	VPMADDWD     Z5, Z10, Z10
-	VPSUBD       (BX)(DI*1), Z10, Z10
-	VCVTDQ2PS    Z10, Z10
-	VFMADD231PS  Z10, Z11, Z1
-	VMULPS       (DX)(DI*2), Z7, Z11
-	VPMADDUBSW   (CX)(DI*2), Z9, Z10
-	VPMADDWD     Z5, Z10, Z10
-	VPSUBD       (BX)(DI*2), Z10, Z10
-	VCVTDQ2PS    Z10, Z10
-	VFMADD231PS  Z10, Z11, Z2
-	VMULPS       (DX)(R8*1), Z7, Z7
-	VPMADDUBSW   (CX)(R8*1), Z9, Z9
-	VPMADDWD     Z5, Z9, Z9
-	VPSUBD       (BX)(R8*1), Z9, Z9
-	VCVTDQ2PS    Z9, Z9
-	VFMADD231PS  Z9, Z7, Z3
-	ADDQ         $0x00000024, AX
-	ADDQ         $0x00000040, CX
-	ADDQ         $0x00000040, BX
-	ADDQ         $0x00000040, DX
-	SUBQ         $0x00000002, SI
-	JMP          dotQ4_0x4AVX512_loop
+dotQ4_0r4x4AVX2_loop:
+	TESTQ          R8, R8
+	JZ             dotQ4_0r4x4AVX2_done
+	MOVWQZX        (AX), R13
+	MOVWQZX        (AX)(CX*1), R14
+	SHLQ           $0x10, R14
+	ORQ            R14, R13
+	MOVWQZX        (AX)(CX*2), R14
+	SHLQ           $0x20, R14
+	ORQ            R14, R13
+	MOVWQZX        (AX)(DX*1), R14
+	SHLQ           $0x30, R14
+	ORQ            R14, R13
+	VMOVQ          R13, X4
+	VCVTPH2PS      X4, X4
+	VBROADCASTI128 2(AX), Y5
+	VPSRLW         $0x04, Y5, Y6
+	VPBLENDD       $0xf0, Y6, Y5, Y5
+	VPAND          nibbleMask<>+0(SB), Y5, Y5
+	VBROADCASTI128 2(AX)(CX*1), Y6
+	VPSRLW         $0x04, Y6, Y7
+	VPBLENDD       $0xf0, Y7, Y6, Y6
+	VPAND          nibbleMask<>+0(SB), Y6, Y6
+	VBROADCASTI128 2(AX)(CX*2), Y7
+	VPSRLW         $0x04, Y7, Y8
+	VPBLENDD       $0xf0, Y8, Y7, Y7
+	VPAND          nibbleMask<>+0(SB), Y7, Y7
+	VBROADCASTI128 2(AX)(DX*1), Y8
+	VPSRLW         $0x04, Y8, Y9
+	VPBLENDD       $0xf0, Y9, Y8, Y8
+	VPAND          nibbleMask<>+0(SB), Y8, Y8
+	VPMADDUBSW     (BX), Y5, Y9
+	VPMADDWD       onesI16<>+0(SB), Y9, Y9
+	VPMADDUBSW     (BX), Y6, Y10
+	VPMADDWD       onesI16<>+0(SB), Y10, Y10
+	VPMADDUBSW     (BX), Y7, Y11
+	VPMADDWD       onesI16<>+0(SB), Y11, Y11
+	VPMADDUBSW     (BX), Y8, Y12
+	VPMADDWD       onesI16<>+0(SB), Y12, Y12
+	VPHADDD        Y10, Y9, Y9
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X10
+	VPADDD         X9, X10, X10
+	VPBROADCASTD   (DI), X9
+	VPSUBD         X9, X10, X10
+	VCVTDQ2PS      X10, X10
+	VBROADCASTSS   (SI), X9
+	VMULPS         X9, X4, X9
+	VFMADD231PS    X9, X10, X0
+	VPMADDUBSW     (BX)(R9*1), Y5, Y9
+	VPMADDWD       onesI16<>+0(SB), Y9, Y9
+	VPMADDUBSW     (BX)(R9*1), Y6, Y10
+	VPMADDWD       onesI16<>+0(SB), Y10, Y10
+	VPMADDUBSW     (BX)(R9*1), Y7, Y11
+	VPMADDWD       onesI16<>+0(SB), Y11, Y11
+	VPMADDUBSW     (BX)(R9*1), Y8, Y12
+	VPMADDWD       onesI16<>+0(SB), Y12, Y12
+	VPHADDD        Y10, Y9, Y9
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X10
+	VPADDD         X9, X10, X10
+	VPBROADCASTD   (DI)(R10*1), X9
+	VPSUBD         X9, X10, X10
+	VCVTDQ2PS      X10, X10
+	VBROADCASTSS   (SI)(R10*1), X9
+	VMULPS         X9, X4, X9
+	VFMADD231PS    X9, X10, X1
+	VPMADDUBSW     (BX)(R9*2), Y5, Y9
+	VPMADDWD       onesI16<>+0(SB), Y9, Y9
+	VPMADDUBSW     (BX)(R9*2), Y6, Y10
+	VPMADDWD       onesI16<>+0(SB), Y10, Y10
+	VPMADDUBSW     (BX)(R9*2), Y7, Y11
+	VPMADDWD       onesI16<>+0(SB), Y11, Y11
+	VPMADDUBSW     (BX)(R9*2), Y8, Y12
+	VPMADDWD       onesI16<>+0(SB), Y12, Y12
+	VPHADDD        Y10, Y9, Y9
+	VPHADDD        Y12, Y11, Y11
+	VPHADDD        Y11, Y9, Y9
+	VEXTRACTI128   $0x01, Y9, X10
+	VPADDD         X9, X10, X10
+	VPBROADCASTD   (DI)(R10*2), X9
+	VPSUBD         X9, X10, X10
+	VCVTDQ2PS      X10, X10
+	VBROADCASTSS   (SI)(R10*2), X9
+	VMULPS         X9, X4, X9
+	VFMADD231PS    X9, X10, X2
+	VPMADDUBSW     (BX)(R11*1), Y5, Y5
+	VPMADDWD       onesI16<>+0(SB), Y5, Y5
+	VPMADDUBSW     (BX)(R11*1), Y6, Y6
+	VPMADDWD       onesI16<>+0(SB), Y6, Y6
+	VPMADDUBSW     (BX)(R11*1), Y7, Y7
+	VPMADDWD       onesI16<>+0(SB), Y7, Y7
+	VPMADDUBSW     (BX)(R11*1), Y8, Y8
+	VPMADDWD       onesI16<>+0(SB), Y8, Y8
+	VPHADDD        Y6, Y5, Y5
+	VPHADDD        Y8, Y7, Y7
+	VPHADDD        Y7, Y5, Y5
+	VEXTRACTI128   $0x01, Y5, X6
+	VPADDD         X5, X6, X6
+	VPBROADCASTD   (DI)(R12*1), X5
+	VPSUBD         X5, X6, X6
+	VCVTDQ2PS      X6, X6
+	VBROADCASTSS   (SI)(R12*1), X5
+	VMULPS         X5, X4, X5
+	VFMADD231PS    X5, X6, X3
+	ADDQ           $0x00000012, AX
+	ADDQ           $0x00000020, BX
+	ADDQ           $0x00000004, SI
+	ADDQ           $0x00000004, DI
+	DECQ           R8
+	JMP            dotQ4_0r4x4AVX2_loop
 
-dotQ4_0x4AVX512_done:
-	MOVQ          out+48(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y4
-	VADDPS        Y4, Y0, Y0
-	VEXTRACTF128  $0x01, Y0, X4
-	VADDPS        X4, X0, X0
-	VHADDPS       X0, X0, X0
-	VHADDPS       X0, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y0, Y1, Y1
-	VEXTRACTF128  $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VHADDPS       X1, X1, X1
-	VHADDPS       X1, X1, X1
-	VMOVSS        X1, 4(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y0, Y2, Y2
-	VEXTRACTF128  $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VHADDPS       X2, X2, X2
-	VHADDPS       X2, X2, X2
-	VMOVSS        X2, 8(AX)
-	VEXTRACTF64X4 $0x01, Z3, Y0
-	VADDPS        Y0, Y3, Y3
-	VEXTRACTF128  $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VHADDPS       X3, X3, X3
-	VHADDPS       X3, X3, X3
-	VMOVSS        X3, 12(AX)
-	VZEROUPPER
-	RET
-
-// func dotQ4_0r2x4AVX512(w *byte, wstride int, qs *int8, d8 *float32, s4 *int32, nb int, k int, out *[8]float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F
-TEXT ·dotQ4_0r2x4AVX512(SB), NOSPLIT, $0-64
-	MOVQ            w+0(FP), AX
-	MOVQ            wstride+8(FP), CX
-	MOVQ            qs+16(FP), DX
-	MOVQ            d8+24(FP), BX
-	MOVQ            s4+32(FP), SI
-	MOVQ            nb+40(FP), DI
-	MOVQ            k+48(FP), R8
-	LEAQ            (R8)(R8*2), R9
-	VPXORD          Z0, Z0, Z0
-	VPXORD          Z1, Z1, Z1
-	VPXORD          Z2, Z2, Z2
-	VPXORD          Z3, Z3, Z3
-	VPXORD          Z4, Z4, Z4
-	VPXORD          Z5, Z5, Z5
-	VPXORD          Z6, Z6, Z6
-	VPXORD          Z7, Z7, Z7
-	VBROADCASTI64X4 nibbleMask<>+0(SB), Z8
-	VBROADCASTI64X4 onesI16<>+0(SB), Z9
-
-dotQ4_0r2x4AVX512_loop:
-	TESTQ        DI, DI
-	JZ           dotQ4_0r2x4AVX512_done
-	VPBROADCASTW (AX), X10
-	VPBROADCASTW 18(AX), X11
-	VINSERTI128  $0x01, X11, Y10, Y10
-	VCVTPH2PS    Y10, Z11
-	VMOVDQU      2(AX), X12
-	VINSERTI128  $0x01, 20(AX), Y12, Y12
-	VPSRLW       $0x04, Y12, Y13
-	VINSERTI64X4 $0x01, Y13, Z12, Z13
-	VSHUFI64X2   $0xd8, Z13, Z13, Z13
-	VPANDD       Z8, Z13, Z13
-	VPBROADCASTW (AX)(CX*1), X14
-	VPBROADCASTW 18(AX)(CX*1), X10
-	VINSERTI128  $0x01, X10, Y14, Y14
-	VCVTPH2PS    Y14, Z16
-	VMOVDQU      2(AX)(CX*1), X15
-	VINSERTI128  $0x01, 20(AX)(CX*1), Y15, Y15
-	VPSRLW       $0x04, Y15, Y17
-	VINSERTI64X4 $0x01, Y17, Z15, Z17
-	VSHUFI64X2   $0xd8, Z17, Z17, Z17
-	VPANDD       Z8, Z17, Z17
-	VMOVDQU64    (DX), Z18
-	VMOVDQU64    (SI), Z19
-	VMOVUPS      (BX), Z20
-	VMULPS       Z20, Z11, Z22
-	VPMADDUBSW   Z18, Z13, Z21
-	VPMADDWD     Z9, Z21, Z21
-	VPSUBD       Z19, Z21, Z21
-	VCVTDQ2PS    Z21, Z21
-	VFMADD231PS  Z21, Z22, Z0
-	VMULPS       Z20, Z16, Z20
-	VPMADDUBSW   Z18, Z17, Z18
-	VPMADDWD     Z9, Z18, Z18
-	VPSUBD       Z19, Z18, Z18
-	VCVTDQ2PS    Z18, Z18
-	VFMADD231PS  Z18, Z20, Z4
-	VMOVDQU64    (DX)(R8*1), Z18
-	VMOVDQU64    (SI)(R8*1), Z19
-	VMOVUPS      (BX)(R8*1), Z20
-	VMULPS       Z20, Z11, Z22
-	VPMADDUBSW   Z18, Z13, Z21
-	VPMADDWD     Z9, Z21, Z21
-	VPSUBD       Z19, Z21, Z21
-	VCVTDQ2PS    Z21, Z21
-	VFMADD231PS  Z21, Z22, Z1
-	VMULPS       Z20, Z16, Z20
-	VPMADDUBSW   Z18, Z17, Z18
-	VPMADDWD     Z9, Z18, Z18
-	VPSUBD       Z19, Z18, Z18
-	VCVTDQ2PS    Z18, Z18
-	VFMADD231PS  Z18, Z20, Z5
-	VMOVDQU64    (DX)(R8*2), Z18
-	VMOVDQU64    (SI)(R8*2), Z19
-	VMOVUPS      (BX)(R8*2), Z20
-	VMULPS       Z20, Z11, Z22
-	VPMADDUBSW   Z18, Z13, Z21
-	VPMADDWD     Z9, Z21, Z21
-	VPSUBD       Z19, Z21, Z21
-	VCVTDQ2PS    Z21, Z21
-	VFMADD231PS  Z21, Z22, Z2
-	VMULPS       Z20, Z16, Z20
-	VPMADDUBSW   Z18, Z17, Z18
-	VPMADDWD     Z9, Z18, Z18
-	VPSUBD       Z19, Z18, Z18
-	VCVTDQ2PS    Z18, Z18
-	VFMADD231PS  Z18, Z20, Z6
-	VMOVDQU64    (DX)(R9*1), Z18
-	VMOVDQU64    (SI)(R9*1), Z19
-	VMOVUPS      (BX)(R9*1), Z20
-	VMULPS       Z20, Z11, Z11
-	VPMADDUBSW   Z18, Z13, Z13
-	VPMADDWD     Z9, Z13, Z13
-	VPSUBD       Z19, Z13, Z13
-	VCVTDQ2PS    Z13, Z13
-	VFMADD231PS  Z13, Z11, Z3
-	VMULPS       Z20, Z16, Z11
-	VPMADDUBSW   Z18, Z17, Z13
-	VPMADDWD     Z9, Z13, Z13
-	VPSUBD       Z19, Z13, Z13
-	VCVTDQ2PS    Z13, Z13
-	VFMADD231PS  Z13, Z11, Z7
-	ADDQ         $0x00000024, AX
-	ADDQ         $0x00000040, DX
-	ADDQ         $0x00000040, SI
-	ADDQ         $0x00000040, BX
-	SUBQ         $0x00000002, DI
-	JMP          dotQ4_0r2x4AVX512_loop
-
-dotQ4_0r2x4AVX512_done:
-	MOVQ          out+56(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y8
-	VADDPS        Y8, Y0, Y0
-	VEXTRACTF128  $0x01, Y0, X8
-	VADDPS        X8, X0, X0
-	VHADDPS       X0, X0, X0
-	VHADDPS       X0, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y0, Y1, Y1
-	VEXTRACTF128  $0x01, Y1, X0
-	VADDPS        X0, X1, X1
-	VHADDPS       X1, X1, X1
-	VHADDPS       X1, X1, X1
-	VMOVSS        X1, 4(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y0, Y2, Y2
-	VEXTRACTF128  $0x01, Y2, X0
-	VADDPS        X0, X2, X2
-	VHADDPS       X2, X2, X2
-	VHADDPS       X2, X2, X2
-	VMOVSS        X2, 8(AX)
-	VEXTRACTF64X4 $0x01, Z3, Y0
-	VADDPS        Y0, Y3, Y3
-	VEXTRACTF128  $0x01, Y3, X0
-	VADDPS        X0, X3, X3
-	VHADDPS       X3, X3, X3
-	VHADDPS       X3, X3, X3
-	VMOVSS        X3, 12(AX)
-	VEXTRACTF64X4 $0x01, Z4, Y0
-	VADDPS        Y0, Y4, Y4
-	VEXTRACTF128  $0x01, Y4, X0
-	VADDPS        X0, X4, X4
-	VHADDPS       X4, X4, X4
-	VHADDPS       X4, X4, X4
-	VMOVSS        X4, 16(AX)
-	VEXTRACTF64X4 $0x01, Z5, Y0
-	VADDPS        Y0, Y5, Y5
-	VEXTRACTF128  $0x01, Y5, X0
-	VADDPS        X0, X5, X5
-	VHADDPS       X5, X5, X5
-	VHADDPS       X5, X5, X5
-	VMOVSS        X5, 20(AX)
-	VEXTRACTF64X4 $0x01, Z6, Y0
-	VADDPS        Y0, Y6, Y6
-	VEXTRACTF128  $0x01, Y6, X0
-	VADDPS        X0, X6, X6
-	VHADDPS       X6, X6, X6
-	VHADDPS       X6, X6, X6
-	VMOVSS        X6, 24(AX)
-	VEXTRACTF64X4 $0x01, Z7, Y0
-	VADDPS        Y0, Y7, Y7
-	VEXTRACTF128  $0x01, Y7, X0
-	VADDPS        X0, X7, X7
-	VHADDPS       X7, X7, X7
-	VHADDPS       X7, X7, X7
-	VMOVSS        X7, 28(AX)
+dotQ4_0r4x4AVX2_done:
+	MOVQ    out+56(FP), AX
+	VMOVUPS X0, (AX)
+	VMOVUPS X1, 16(AX)
+	VMOVUPS X2, 32(AX)
+	VMOVUPS X3, 48(AX)
 	VZEROUPPER
 	RET

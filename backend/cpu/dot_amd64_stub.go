@@ -4,37 +4,22 @@
 
 package cpu
 
-// dotQ4_0x1AVX2 writes to out the dot products of a Q4_0 row of nb blocks with 1 tokens' Q8_0 activations, k bytes apart in qs and s4 (k/8 in d).
+// dotQ8_0x1AVX2 writes to out the dot products of a Q8_0 row of nb blocks with 1 tokens' Q8_0 activations, k bytes apart in qs (k/8 in d).
 //
 //go:noescape
-func dotQ4_0x1AVX2(w *byte, qs *int8, d *float32, s4 *int32, nb int, k int, out *float32)
+func dotQ8_0x1AVX2(w *byte, qs *int8, d *float32, nb int, k int, out *float32)
 
-// dotQ8_0x1AVX2 writes to out the dot products of a Q8_0 row of nb blocks with 1 tokens' Q8_0 activations, k bytes apart in qs and s4 (k/8 in d).
+// dotQ8_0x4AVX2 writes to out the dot products of a Q8_0 row of nb blocks with 4 tokens' Q8_0 activations, k bytes apart in qs (k/8 in d).
 //
 //go:noescape
-func dotQ8_0x1AVX2(w *byte, qs *int8, d *float32, s4 *int32, nb int, k int, out *float32)
+func dotQ8_0x4AVX2(w *byte, qs *int8, d *float32, nb int, k int, out *float32)
 
-// dotQ4_0x4AVX2 writes to out the dot products of a Q4_0 row of nb blocks with 4 tokens' Q8_0 activations, k bytes apart in qs and s4 (k/8 in d).
+// dotQ4_0r4x1AVX2 writes out[4t+r], the dot products of Q4_0 rows r = 0..3 (wstride bytes apart, nb blocks) with tokens t < 1 (Q8_0 activations k bytes apart in qs, k/8 in d and b8).
 //
 //go:noescape
-func dotQ4_0x4AVX2(w *byte, qs *int8, d *float32, s4 *int32, nb int, k int, out *float32)
+func dotQ4_0r4x1AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)
 
-// dotQ8_0x4AVX2 writes to out the dot products of a Q8_0 row of nb blocks with 4 tokens' Q8_0 activations, k bytes apart in qs and s4 (k/8 in d).
+// dotQ4_0r4x4AVX2 writes out[4t+r], the dot products of Q4_0 rows r = 0..3 (wstride bytes apart, nb blocks) with tokens t < 4 (Q8_0 activations k bytes apart in qs, k/8 in d and b8).
 //
 //go:noescape
-func dotQ8_0x4AVX2(w *byte, qs *int8, d *float32, s4 *int32, nb int, k int, out *float32)
-
-// dotQ4_0x1AVX512 writes to out the dot products of a Q4_0 row of nb blocks with 1 tokens' Q8_0 activations, k bytes apart in qs, d8 and s4.
-//
-//go:noescape
-func dotQ4_0x1AVX512(w *byte, qs *int8, d8 *float32, s4 *int32, nb int, k int, out *float32)
-
-// dotQ4_0x4AVX512 writes to out the dot products of a Q4_0 row of nb blocks with 4 tokens' Q8_0 activations, k bytes apart in qs, d8 and s4.
-//
-//go:noescape
-func dotQ4_0x4AVX512(w *byte, qs *int8, d8 *float32, s4 *int32, nb int, k int, out *float32)
-
-// dotQ4_0r2x4AVX512 writes out[4r+t], the dot products of Q4_0 rows r = 0, 1 (wstride bytes apart, nb blocks) with tokens t = 0..3 (Q8_0 activations k bytes apart in qs, d8 and s4).
-//
-//go:noescape
-func dotQ4_0r2x4AVX512(w *byte, wstride int, qs *int8, d8 *float32, s4 *int32, nb int, k int, out *[8]float32)
+func dotQ4_0r4x4AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)

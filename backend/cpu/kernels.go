@@ -8,34 +8,38 @@ import (
 
 // arow is one token's activations in an 8-bit block format: qs holds the
 // int8 values, d the scale of each block, bsums (Q8_K) the sum of each 16
-// values, and sum4 (Q8_0) 8× the sum of each 4 consecutive values, which the
-// SIMD Q4_0 kernel subtracts instead of re-centring every weight nibble.
+// values, and b8 (Q8_0) 8× the sum of each block, which the SIMD Q4_0
+// kernels subtract instead of re-centring every weight nibble.
 type arow struct {
 	qs    []int8
 	d     []float32
 	bsums []int16
-	sum4  []int32
-	d8    []float32 // d, each repeated 8 times (AVX-512 kernels only)
+	b8    []int32
 }
 
 // dotKernel is Σ_i W[i]·a[i] for one weight row in its file encoding and one
 // token's quantized activations: the integer products of each block pair,
-// scaled once per block, as ggml's vec_dot kernels compute them.
+// scaled once per block, as ggml's kernels compute them.
 type dotKernel func(w []byte, a arow) float32
 
 // quadKernel is dotKernel for tokens t..t+3 of a batch at once, so that each
 // weight block is unpacked once for four tokens.
 type quadKernel func(w []byte, a *acts, t int, out *[4]float32)
 
-// tileKernel is dotKernel for two weight rows (rowBytes apart) by tokens
-// t..t+3: out[4r+i] is row r times token t+i.
-type tileKernel func(w []byte, rowBytes int, a *acts, t int, out *[8]float32)
+// rowsKernel is dotKernel for four weight rows (rowBytes apart) and one
+// token: out[r] is row r.
+type rowsKernel func(w []byte, rowBytes int, a arow, out *[16]float32)
 
-// kernel is what a weight type's matmul runs; four and tile may be nil.
+// tileKernel is dotKernel for four weight rows (rowBytes apart) by tokens
+// t..t+3: out[4i+r] is row r times token t+i.
+type tileKernel func(w []byte, rowBytes int, a *acts, t int, out *[16]float32)
+
+// kernel is what a weight type's matmul runs; all but one may be nil.
 type kernel struct {
-	one  dotKernel
-	four quadKernel
-	tile tileKernel
+	one   dotKernel
+	four  quadKernel
+	rows4 rowsKernel
+	tile  tileKernel
 }
 
 func f16(b []byte) float32 { return quant.F16ToF32(binary.LittleEndian.Uint16(b)) }

@@ -31,9 +31,10 @@ func randomActs(r *rand.Rand, typ quant.Type, T, k int) *acts {
 	return a
 }
 
-// Every SIMD kernel in use agrees with the pure-Go integer kernel, one token
-// at a time and four at a time; the Go kernels agree with a float64 dot
-// product of the dequantized weights and rounded activations.
+// Every SIMD kernel agrees with the pure-Go integer kernel bit for bit (they
+// compute in the same float order, ggml's), one token at a time, four at a
+// time, four rows at a time; the Go kernels agree with a float64 dot product
+// of the dequantized weights and rounded activations.
 func TestKernelsAgainstGeneric(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	t.Logf("kernel set in use: %s", Kernels())
@@ -55,15 +56,19 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 			sizes = append(sizes, 32, 64, 96, 192) // fewer blocks than a SIMD step
 		}
 		for _, n := range sizes {
-			w := randomRow(t, r, typ, n)
+			const R, T = 4, 6
+			var w []byte
+			for i := 0; i < R; i++ {
+				w = append(w, randomRow(t, r, typ, n)...)
+			}
+			rb := len(w) / R
 			if typ == quant.Q8_0 { // the most negative int8, which VPABSB must handle
 				w[2], w[len(w)-1] = 0x80, 0x80
 			}
-			deq := make([]float32, n)
+			deq := make([]float32, R*n)
 			if err := quant.Dequantize(typ, w, deq); err != nil {
 				t.Fatal(err)
 			}
-			const T = 6
 			a := randomActs(r, typ, T, n)
 			rounded := make([]float32, T*n)
 			for tk := 0; tk < T; tk++ {
@@ -75,33 +80,45 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 					}
 				}
 			}
-			var four [4]float32
-			if k.four != nil {
-				k.four(w, a, 1, &four)
+			for ri := 0; ri < R; ri++ {
+				wr := w[ri*rb : (ri+1)*rb]
+				var four [4]float32
+				if k.four != nil {
+					k.four(wr, a, 1, &four)
+				}
+				for tk := 0; tk < T; tk++ {
+					var want float64
+					for i := 0; i < n; i++ {
+						want += float64(deq[ri*n+i]) * float64(rounded[tk*n+i])
+					}
+					g := gen.one(wr, a.row(tk))
+					if tol := 1e-3 * (1 + math.Abs(want)); math.Abs(float64(g)-want) > tol {
+						t.Errorf("%s n=%d row %d token %d: Go kernel %g, float64 %g", typ, n, ri, tk, g, want)
+					}
+					if s := k.one(wr, a.row(tk)); s != g {
+						t.Errorf("%s n=%d row %d token %d: SIMD kernel %g, Go kernel %g", typ, n, ri, tk, s, g)
+					}
+					if k.four != nil && tk >= 1 && tk < 5 && four[tk-1] != g {
+						t.Errorf("%s n=%d row %d token %d: four-token kernel %g, Go kernel %g", typ, n, ri, tk, four[tk-1], g)
+					}
+				}
 			}
-			var tile [8]float32
-			if k.tile != nil { // the row twice
-				k.tile(append(append([]byte(nil), w...), w...), len(w), a, 2, &tile)
+			var out [16]float32
+			for tk := 0; k.rows4 != nil && tk < T; tk++ {
+				k.rows4(w, rb, a.row(tk), &out)
+				for ri := 0; ri < R; ri++ {
+					if g := gen.one(w[ri*rb:(ri+1)*rb], a.row(tk)); out[ri] != g {
+						t.Errorf("%s n=%d row %d token %d: four-row kernel %g, Go kernel %g", typ, n, ri, tk, out[ri], g)
+					}
+				}
 			}
-			for tk := 0; tk < T; tk++ {
-				var want float64
-				for i := 0; i < n; i++ {
-					want += float64(deq[i]) * float64(rounded[tk*n+i])
-				}
-				g := gen.one(w, a.row(tk))
-				s := k.one(w, a.row(tk))
-				tol := 1e-4 * (1 + math.Abs(want))
-				if math.Abs(float64(g)-want) > tol*10 {
-					t.Errorf("%s n=%d token %d: Go kernel %g, float64 %g", typ, n, tk, g, want)
-				}
-				if math.Abs(float64(s-g)) > tol {
-					t.Errorf("%s n=%d token %d: SIMD kernel %g, Go kernel %g", typ, n, tk, s, g)
-				}
-				if k.four != nil && tk >= 1 && tk < 5 && math.Abs(float64(four[tk-1]-g)) > tol {
-					t.Errorf("%s n=%d token %d: four-token kernel %g, Go kernel %g", typ, n, tk, four[tk-1], g)
-				}
-				if k.tile != nil && tk >= 2 && (math.Abs(float64(tile[tk-2]-g)) > tol || math.Abs(float64(tile[tk+2]-g)) > tol) {
-					t.Errorf("%s n=%d token %d: tile kernel %g and %g, Go kernel %g", typ, n, tk, tile[tk-2], tile[tk+2], g)
+			if k.tile != nil {
+				k.tile(w, rb, a, 2, &out)
+				for i, v := range out {
+					tk, ri := 2+i/4, i%4
+					if g := gen.one(w[ri*rb:(ri+1)*rb], a.row(tk)); v != g {
+						t.Errorf("%s n=%d row %d token %d: tile kernel %g, Go kernel %g", typ, n, ri, tk, v, g)
+					}
 				}
 			}
 		}

@@ -19,8 +19,7 @@ type acts struct {
 	qs    []int8
 	d     []float32
 	bsums []int16
-	sum4  []int32
-	d8    []float32 // Q8_0: each block's d repeated 8 times, for the AVX-512 kernels
+	b8    []int32   // Q8_0: 8× the sum of each block
 	f     []float32 // rows × k, when the float path runs
 	rs    []arow    // row(t), cut once per batch
 }
@@ -55,24 +54,18 @@ func (a *acts) prepare(s *tensor, off, k int, typ quant.Type, integer bool) {
 	case actQ8_0:
 		a.blocks = k / 32
 		a.d = grow(a.d, T*a.blocks)
-		a.sum4 = grow(a.sum4, T*k/4)
+		a.b8 = grow(a.b8, T*a.blocks)
 		for t := 0; t < T; t++ {
 			x := s.data[t*s.stride+off : t*s.stride+off+k]
 			qs := a.qs[t*k : (t+1)*k]
 			for b := 0; b < a.blocks; b++ {
-				a.d[t*a.blocks+b] = quantQ8_0(x[32*b:32*b+32], qs[32*b:32*b+32])
-			}
-			s4 := a.sum4[t*k/4 : (t+1)*k/4]
-			for i := range s4 {
-				s4[i] = 8 * (int32(qs[4*i]) + int32(qs[4*i+1]) + int32(qs[4*i+2]) + int32(qs[4*i+3]))
-			}
-		}
-		if wideD {
-			a.d8 = grow(a.d8, T*k/4)
-			for i, d := range a.d[:T*a.blocks] {
-				for j := range 8 {
-					a.d8[8*i+j] = d
+				q := qs[32*b : 32*b+32]
+				a.d[t*a.blocks+b] = quantQ8_0(x[32*b:32*b+32], q)
+				var sum int32
+				for _, v := range q {
+					sum += int32(v)
 				}
+				a.b8[t*a.blocks+b] = 8 * sum
 			}
 		}
 	case actQ8K:
@@ -101,10 +94,7 @@ func (a *acts) row(t int) arow { return a.rs[t] }
 func (a *acts) cut(t int) arow {
 	r := arow{qs: a.qs[t*a.k : (t+1)*a.k], d: a.d[t*a.blocks : (t+1)*a.blocks]}
 	if a.format == actQ8_0 {
-		r.sum4 = a.sum4[t*a.k/4 : (t+1)*a.k/4]
-		if wideD {
-			r.d8 = a.d8[t*a.k/4 : (t+1)*a.k/4]
-		}
+		r.b8 = a.b8[t*a.blocks : (t+1)*a.blocks]
 	} else {
 		r.bsums = a.bsums[t*a.k/16 : (t+1)*a.k/16]
 	}
@@ -149,23 +139,27 @@ type mmJob struct {
 func (j *mmJob) do(lo, hi, worker int) {
 	w, a := j.w, j.a
 	rb := w.rowBytes
-	if j.kern.tile != nil && a.rows >= 4 {
-		// Two rows by four tokens at a time; the rest as below.
+	if j.kern.rows4 != nil {
+		// Four rows at a time, by four tokens while there are four; the
+		// rest as below.
 		out := &j.c.tiles[worker]
-		for ; lo+2 <= hi; lo += 2 {
+		for ; lo+4 <= hi; lo += 4 {
 			r := j.rowOff + lo
-			rows := w.data[r*rb : (r+2)*rb]
+			rows := w.data[r*rb : (r+4)*rb]
 			t := 0
-			for ; t+4 <= a.rows; t += 4 {
-				j.kern.tile(rows, rb, a, t, out)
-				for i := 0; i < 4; i++ {
-					j.put(t+i, lo, out[i])
-					j.put(t+i, lo+1, out[4+i])
+			if j.kern.tile != nil {
+				for ; t+4 <= a.rows; t += 4 {
+					j.kern.tile(rows, rb, a, t, out)
+					for i := 0; i < 16; i++ {
+						j.put(t+i/4, lo+i%4, out[i])
+					}
 				}
 			}
 			for ; t < a.rows; t++ {
-				j.put(t, lo, j.kern.one(rows[:rb], a.row(t)))
-				j.put(t, lo+1, j.kern.one(rows[rb:], a.row(t)))
+				j.kern.rows4(rows, rb, a.row(t), out)
+				for i := 0; i < 4; i++ {
+					j.put(t, lo+i, out[i])
+				}
 			}
 		}
 	}
@@ -220,7 +214,7 @@ func (c *CPU) matmul(d *tensor, dstOff, out int, w *weight, rowOff int, s *tenso
 	}
 	if len(c.quads) < c.pool.n {
 		c.quads = make([][4]float32, c.pool.n)
-		c.tiles = make([][8]float32, c.pool.n)
+		c.tiles = make([][16]float32, c.pool.n)
 	}
 	c.mm = mmJob{c: c, d: d, dstOff: dstOff, w: w, rowOff: rowOff, a: &c.act, kern: kern, accumulate: accumulate}
 	c.pool.run(out, split(out, c.pool.n, 4), &c.mm)

@@ -6,6 +6,3 @@ import "github.com/latent-ai/latent/quant"
 
 // addSIMDKernels has nothing to add on this architecture.
 func addSIMDKernels(map[quant.Type]kernel, string) string { return "generic" }
-
-// wideD says whether kernels read arow.d8.
-const wideD = false
