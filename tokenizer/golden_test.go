@@ -1,23 +1,16 @@
 package tokenizer
 
 import (
-	"bufio"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/internal/golden"
 )
 
 const goldenDir = "../../shared/golden"
-
-type goldenCase struct {
-	Text string  `json:"text"`
-	IDs  []int32 `json:"ids"`
-}
 
 // loadGolden opens a golden model's tokenizer.
 func loadGolden(t testing.TB, name string) *Tokenizer {
@@ -34,24 +27,11 @@ func loadGolden(t testing.TB, name string) *Tokenizer {
 	return tok
 }
 
-func readGoldenCases(t testing.TB, path string) []goldenCase {
+// readGoldenCases reads a golden tokenizer/*.jsonl file.
+func readGoldenCases(t testing.TB, path string) []golden.Tokenization {
 	t.Helper()
-	fh, err := os.Open(path)
+	cases, err := golden.ReadTokenizations(path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	var cases []goldenCase
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var c goldenCase
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		cases = append(cases, c)
-	}
-	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return cases

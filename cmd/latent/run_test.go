@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/latent-ai/latent/chat"
 	"github.com/latent-ai/latent/gguf"
 	"github.com/latent-ai/latent/tokenizer"
@@ -26,22 +24,14 @@ type stringWriter interface {
 }
 
 // runRun runs `latent run args...` in-process with a cancellable context and
-// returns stdout and stderr apart. It adds the command to the root itself
-// until main.go registers it.
+// returns stdout and stderr apart.
 func runRun(t *testing.T, ctx context.Context, stdout stringWriter, args ...string) (string, string, error) {
 	t.Helper()
-	root := newRootCmd()
-	if slices.IndexFunc(root.Commands(), func(c *cobra.Command) bool { return c.Name() == "run" }) < 0 {
-		root.AddCommand(newRunCmd())
-	}
 	if stdout == nil {
 		stdout = new(bytes.Buffer)
 	}
 	var stderr bytes.Buffer
-	root.SetOut(stdout)
-	root.SetErr(&stderr)
-	root.SetArgs(append([]string{"run"}, args...))
-	err := root.ExecuteContext(ctx)
+	err := execLatent(ctx, nil, stdout, &stderr, append([]string{"run"}, args...)...)
 	return stdout.String(), stderr.String(), err
 }
 
@@ -279,7 +269,7 @@ func (w *interruptOnWrite) Write(p []byte) (int, error) {
 		w.sent = true
 		p, _ := os.FindProcess(os.Getpid())
 		if err := p.Signal(os.Interrupt); err != nil {
-			w.t.Skipf("cannot interrupt this process: %v", err)
+			w.t.Errorf("interrupt this process: %v", err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -359,13 +349,8 @@ func TestRunErrors(t *testing.T) {
 // runWithStdin runs `latent run args...` in-process with stdin.
 func runWithStdin(t *testing.T, stdin string, args ...string) (string, string, error) {
 	t.Helper()
-	root := newRootCmd()
 	var stdout, stderr bytes.Buffer
-	root.SetIn(strings.NewReader(stdin))
-	root.SetOut(&stdout)
-	root.SetErr(&stderr)
-	root.SetArgs(append([]string{"run"}, args...))
-	err := root.Execute()
+	err := execLatent(context.Background(), strings.NewReader(stdin), &stdout, &stderr, append([]string{"run"}, args...)...)
 	return stdout.String(), stderr.String(), err
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,18 +13,6 @@ import (
 )
 
 const goldenDir = "../../../shared/golden"
-
-// runLatent runs the CLI in-process and returns what it printed and its error.
-func runLatent(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), err
-}
 
 // readTrace reads a golden logits file.
 func readTrace(t *testing.T, name string) engine.Trace {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,45 +8,8 @@ import (
 	"testing"
 
 	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/internal/golden"
 )
-
-// runLatentIn runs the CLI in-process with stdin.
-func runLatentIn(t *testing.T, stdin string, args ...string) (string, error) {
-	t.Helper()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetIn(strings.NewReader(stdin))
-	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), err
-}
-
-type tokenizeCase struct {
-	Text string  `json:"text"`
-	IDs  []int32 `json:"ids"`
-}
-
-func readTokenizeCases(t *testing.T, path string) []tokenizeCase {
-	t.Helper()
-	fh, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	var cases []tokenizeCase
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var c tokenizeCase
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		cases = append(cases, c)
-	}
-	return cases
-}
 
 // TestTokenizeGolden runs `latent tokenize` and `--detokenize` on every
 // golden tokenization llama.cpp made.
@@ -61,7 +22,11 @@ func TestTokenizeGolden(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(path), ".jsonl")
 		model := filepath.Join(goldenDir, "models", name+".gguf")
 		t.Run(name, func(t *testing.T) {
-			for _, c := range readTokenizeCases(t, path) {
+			cases, err := golden.ReadTokenizations(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cases {
 				want, _ := json.Marshal(c.IDs)
 				out, err := runLatent(t, "tokenize", model, "--text", c.Text)
 				if err != nil {

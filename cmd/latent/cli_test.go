@@ -1,0 +1,39 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+)
+
+// execLatent runs the CLI in-process with the given standard streams (a nil
+// stdin is the process's).
+func execLatent(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, args ...string) error {
+	root := newRootCmd()
+	if stdin != nil {
+		root.SetIn(stdin)
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
+}
+
+// runLatent runs the CLI in-process and returns what it printed (standard
+// output and error together) and its error.
+func runLatent(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := execLatent(context.Background(), nil, &out, &out, args...)
+	return out.String(), err
+}
+
+// runLatentIn is runLatent with stdin as standard input.
+func runLatentIn(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := execLatent(context.Background(), strings.NewReader(stdin), &out, &out, args...)
+	return out.String(), err
+}

@@ -1,0 +1,34 @@
+package golden
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReadTokenizations(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	got, err := ReadTokenizations(write("ok.jsonl", `{"text":"a b","ids":[1,2]}`+"\n"+`{"text":"","ids":[]}`+"\n"))
+	if err != nil || len(got) != 2 || got[0].Text != "a b" || len(got[0].IDs) != 2 || got[0].IDs[1] != 2 || got[1].IDs == nil {
+		t.Errorf("ReadTokenizations = %+v, %v", got, err)
+	}
+	for _, tc := range []struct{ name, text, want string }{
+		{"bad.jsonl", `{"text":"a","ids":[1]}` + "\n" + `{"text":`, "bad.jsonl:2: "},
+		{"empty.jsonl", "", "no tokenizations"},
+	} {
+		if _, err := ReadTokenizations(write(tc.name, tc.text)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := ReadTokenizations(filepath.Join(dir, "missing.jsonl")); err == nil {
+		t.Error("a missing file gave no error")
+	}
+}
