@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -26,24 +25,15 @@ type genRequest struct {
 	rawReasoning bool
 }
 
-// genResult is how a generation ended and what it cost.
+// genResult is how a generation ended and what it cost: the engine's
+// account, with the waits only the server sees.
 type genResult struct {
-	promptTokens int
-	cachedTokens int // prompt tokens reused from the previous request's cache
-	generated    int
+	*engine.Result
 	// reason is "stop" (end of generation or a stop string) or "length"
 	// (max tokens or a full context), as both APIs name them.
 	reason string
-	// queued is the wait for the model; prefill the prompt's pass and the
-	// first token; decode the rest; total everything since arrival.
-	queued, prefill, decode, total time.Duration
-}
-
-func (r *genResult) decodeRate() float64 {
-	if r.generated <= 1 || r.decode <= 0 {
-		return 0
-	}
-	return float64(r.generated-1) / r.decode.Seconds()
+	// queued is the wait for the model; total everything since arrival.
+	queued, total time.Duration
 }
 
 // piece is a part of the answer as it streams: reasoning or answer text.
@@ -95,7 +85,7 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 		return nil, err
 	}
 	defer release()
-	res := &genResult{promptTokens: len(ids), queued: time.Since(req.arrived)}
+	queued := time.Since(req.arrived)
 
 	// A stop string cancels the generation through gctx; a client that goes
 	// away cancels ctx.
@@ -127,8 +117,7 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 		}
 	}
 	ereq := engine.Request{Prompt: ids, MaxTokens: req.maxTokens, EOG: m.Tokenizer.EOG(), Sampler: req.sampler}
-	net := s.runner.prepare(ids)
-	out, err := engine.Generate(gctx, net, ereq, func(t engine.Token) error {
+	out, err := s.session.Generate(gctx, ereq, func(t engine.Token) error {
 		if stopped {
 			return nil
 		}
@@ -140,15 +129,12 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 		}
 		return nil
 	})
-	s.runner.finish(net, err)
 	if err != nil {
 		return nil, fmt.Errorf("generation failed: %w", err)
 	}
-	res.cachedTokens = net.reused
-	res.generated = out.Generated
-	res.prefill, res.decode = out.PrefillDuration, out.DecodeDuration
-	s.metrics.promptTokens.Add(float64(len(ids)))
-	s.metrics.cachedTokens.Add(float64(net.reused))
+	res := &genResult{Result: out, queued: queued}
+	s.metrics.promptTokens.Add(float64(out.PromptTokens))
+	s.metrics.cachedTokens.Add(float64(out.Cached))
 	s.metrics.generatedTokens.Add(float64(out.Generated))
 
 	switch {
@@ -177,7 +163,7 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 		return nil, writeErr
 	}
 	res.total = time.Since(req.arrived)
-	if rate := res.decodeRate(); rate > 0 {
+	if rate := res.DecodeRate(); rate > 0 {
 		s.metrics.tokensPerSecond.Observe(rate)
 	}
 	return res, nil
@@ -200,80 +186,6 @@ func newSplitter(req *genRequest) splitter {
 		return noSplit{}
 	}
 	return chat.NewReasoningSplitter(req.prompt)
-}
-
-// runner owns the network's cache between requests: the tokens whose
-// entries it holds, so that the next prompt can reuse their common prefix.
-// Only the request holding the queue touches it.
-type runner struct {
-	net    Net
-	cached []int32
-}
-
-// prepare wraps the network for one engine.Generate call on prompt.
-func (r *runner) prepare(prompt []int32) *prefixNet {
-	return &prefixNet{Net: r.net, r: r, prompt: prompt}
-}
-
-// finish records the outcome: after a failure the cache is not trusted.
-func (r *runner) finish(p *prefixNet, err error) {
-	if err != nil || p.broken {
-		r.cached = r.cached[:0]
-		r.net.Reset()
-	}
-}
-
-// prefixNet is the network as engine.Generate sees it: its Reset keeps the
-// longest cached prefix of the prompt (at least one prompt token is left to
-// run, for the logits), and its first Forward, the prompt's prefill, runs
-// only the rest. Every token run is recorded as cached.
-type prefixNet struct {
-	Net
-	r      *runner
-	prompt []int32
-	reused int  // prompt tokens whose cache entries were kept
-	skip   bool // the next Forward is the prompt's prefill
-	broken bool // a Forward failed: the cache is in an unknown state
-}
-
-func (p *prefixNet) Reset() {
-	n := commonPrefix(p.r.cached, p.prompt)
-	n = min(n, len(p.prompt)-1, p.Net.Position())
-	p.Net.Truncate(n)
-	if p.Net.Position() != n {
-		p.Net.Reset()
-		n = 0
-	}
-	p.r.cached = p.r.cached[:n]
-	p.reused, p.skip = n, n > 0
-}
-
-func (p *prefixNet) Forward(tokens []int32, all bool) ([]float32, error) {
-	if p.skip {
-		p.skip = false
-		if !all && slices.Equal(tokens, p.prompt) {
-			tokens = tokens[p.reused:]
-		} else {
-			// Not the prefill this wrapper expects: start over.
-			p.Net.Reset()
-			p.r.cached, p.reused = p.r.cached[:0], 0
-		}
-	}
-	logits, err := p.Net.Forward(tokens, all)
-	if err != nil {
-		p.broken = true
-		return nil, err
-	}
-	p.r.cached = append(p.r.cached, tokens...)
-	return logits, nil
-}
-
-func commonPrefix(a, b []int32) int {
-	n := 0
-	for n < len(a) && n < len(b) && a[n] == b[n] {
-		n++
-	}
-	return n
 }
 
 // stopMatcher finds stop strings in streamed text, holding back text that

@@ -181,8 +181,8 @@ type ollamaCounters struct {
 func countersOf(r *genResult) ollamaCounters {
 	return ollamaCounters{
 		DoneReason: r.reason, TotalDuration: int64(r.total), LoadDuration: int64(max(r.queued, 1)),
-		PromptEvalCount: r.promptTokens, PromptEvalDuration: int64(max(r.prefill, 1)),
-		EvalCount: r.generated, EvalDuration: int64(max(r.decode, 1)),
+		PromptEvalCount: r.PromptTokens, PromptEvalDuration: int64(max(r.PrefillDuration, 1)),
+		EvalCount: r.Generated, EvalDuration: int64(max(r.DecodeDuration, 1)),
 	}
 }
 

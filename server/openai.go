@@ -100,17 +100,13 @@ type timings struct {
 }
 
 func usageOf(r *genResult) *usage {
-	return &usage{PromptTokens: r.promptTokens, CompletionTokens: r.generated, TotalTokens: r.promptTokens + r.generated,
-		PromptTokensDetails: promptDetails{CachedTokens: r.cachedTokens}}
+	return &usage{PromptTokens: r.PromptTokens, CompletionTokens: r.Generated, TotalTokens: r.PromptTokens + r.Generated,
+		PromptTokensDetails: promptDetails{CachedTokens: r.Cached}}
 }
 
 func timingsOf(r *genResult) *timings {
-	t := &timings{CacheN: r.cachedTokens, PromptN: r.promptTokens - r.cachedTokens, PromptMS: ms(r.prefill),
-		PredictedN: r.generated, PredictedMS: ms(r.prefill + r.decode), PredictedPerSecond: r.decodeRate()}
-	if r.prefill > 0 {
-		t.PromptPerSecond = float64(t.PromptN) / r.prefill.Seconds()
-	}
-	return t
+	return &timings{CacheN: r.Cached, PromptN: r.PromptTokens - r.Cached, PromptMS: ms(r.PrefillDuration), PromptPerSecond: r.PromptRate(),
+		PredictedN: r.Generated, PredictedMS: ms(r.PrefillDuration + r.DecodeDuration), PredictedPerSecond: r.DecodeRate()}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

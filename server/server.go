@@ -26,17 +26,12 @@ import (
 	"github.com/latent-ai/latent/tokenizer"
 )
 
-// Net is the network the server drives: one sequence at a time, with a cache
-// that can be cut back to a common prefix.
-type Net interface {
-	engine.Model
-	Truncate(n int)
-}
-
 // Model is what the server serves.
 type Model struct {
-	Name      string // the name clients see and send
-	Net       Net
+	Name string // the name clients see and send
+	// Net runs one sequence at a time; one that can Truncate its cache
+	// reuses the prefix a prompt shares with the last one (engine.Session).
+	Net       engine.Model
 	Tokenizer *tokenizer.Tokenizer
 	Template  *chat.Template
 	Info      Info
@@ -77,7 +72,7 @@ type Server struct {
 	cfg     Config
 	model   *Model
 	queue   *queue
-	runner  *runner
+	session *engine.Session // only the request holding the queue uses it
 	metrics *metrics
 	log     *slog.Logger
 	started time.Time
@@ -115,7 +110,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:     cfg,
 		model:   cfg.Model,
 		queue:   newQueue(cfg.QueueSize),
-		runner:  &runner{net: cfg.Model.Net},
+		session: engine.NewSession(cfg.Model.Net),
 		log:     log,
 		started: time.Now(),
 	}
