@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 
@@ -97,20 +98,54 @@ func compile(src string) (c *compiled, err error) {
 			c, err = nil, fmt.Errorf("chat template: parser failed: %v", r)
 		}
 	}()
+	tpl, err := parse(src)
+	if err != nil {
+		var syn *parser.SyntaxError
+		if errors.As(err, &syn) && syn.Line == 0 {
+			_, conf := environment()
+			syn.Line = lexErrorLine(src, conf) // gonja's lexer errors carry an offset, not a line
+		}
+		err = templateError(err)
+		if msg, ok := strings.CutPrefix(err.Error(), "chat template: "); ok {
+			if line := failingLine(src, err.Error()); line > 0 {
+				err = fmt.Errorf("chat template line %d: %s", line, msg)
+			}
+		}
+		return nil, err
+	}
+	return &compiled{tpl: tpl}, nil
+}
+
+func parse(src string) (*exec.Template, error) {
 	e, conf := environment()
 	loader, err := loaders.NewMemoryLoader(map[string]string{templateName: src})
 	if err != nil {
 		return nil, err
 	}
-	tpl, err := exec.NewTemplate(templateName, conf, loader, e)
-	if err != nil {
-		var syn *parser.SyntaxError
-		if errors.As(err, &syn) && syn.Line == 0 {
-			syn.Line = lexErrorLine(src, conf) // gonja's lexer errors carry an offset, not a line
-		}
-		return nil, templateError(err)
+	return exec.NewTemplate(templateName, conf, loader, e)
+}
+
+// failingLine finds the line of a parse error that gonja reports without one
+// (the arguments of a tag it rejects, as in "{% for %}"): the first line that
+// ends a prefix of src failing with the same error. Once the bad tag is in a
+// prefix every longer prefix fails the same way, so a binary search finds it.
+// It returns 0 when no prefix does.
+func failingLine(src, msg string) int {
+	lines := strings.SplitAfter(src, "\n")
+	failsAlike := func(n int) (same bool) {
+		defer func() {
+			if recover() != nil {
+				same = false
+			}
+		}()
+		_, err := parse(strings.Join(lines[:n], ""))
+		return err != nil && templateError(err).Error() == msg
 	}
-	return &compiled{tpl: tpl}, nil
+	n := sort.Search(len(lines), func(i int) bool { return failsAlike(i + 1) }) + 1
+	if n > len(lines) {
+		return 0
+	}
+	return n
 }
 
 func (c *compiled) render(vars map[string]any) (out string, err error) {
@@ -233,6 +268,9 @@ func templateError(err error) error {
 		}
 		if syn.Column == 0 && syn.Raw != "" { // a lexer error: Raw is its message
 			msg = syn.Raw
+		}
+		if syn.Line == 0 { // a token at the end of the text has no position; compile finds the line
+			return fmt.Errorf("chat template: %s", oneLine(msg))
 		}
 		return fmt.Errorf("chat template line %d: %s", syn.Line, oneLine(msg))
 	}

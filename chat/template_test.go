@@ -142,6 +142,10 @@ func TestErrorsNameTheLine(t *testing.T) {
 		{"raise_exception", "{%- for m in messages %}\n{%- if m.role == 'bad' %}\n{{- raise_exception('Roles must alternate') }}\n{%- endif %}\n{%- endfor %}",
 			"chat template line 3: Roles must alternate"},
 		{"unknown method", "ok\n\n{{ messages[0].content.frobnicate() }}", "chat template line 3:"},
+		// gonja reports a rejected tag argument without a position.
+		{"for without a loop", "a\n{% for %}{% endfor %}", "chat template line 2: "},
+		{"for deep inside", "a\nb\n\n{% if x %}\n{% for m in messages %}{% endfor %}\n{% for %}{% endfor %}{% endif %}\nc", "chat template line 6: "},
+		{"set without a name", "{% set %}", "chat template line 1: "},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
