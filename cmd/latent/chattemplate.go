@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -126,7 +128,33 @@ func readJSONFile(cmd *cobra.Command, path, what string, v any) error {
 		return fmt.Errorf("--%s: %w", what, err)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) { // its message names Go types, not what the file should hold
+			at := "an element of the array"
+			switch {
+			case typeErr.Field != "":
+				at = fmt.Sprintf("%q", typeErr.Field)
+			case typeErr.Type.Kind() == reflect.Slice:
+				at = "the file"
+			}
+			return fmt.Errorf("--%s %s: %s is a JSON %s, want a JSON %s", what, path, at, typeErr.Value, jsonKind(typeErr.Type.Kind()))
+		}
 		return fmt.Errorf("--%s %s: %w", what, path, err)
 	}
 	return nil
+}
+
+// jsonKind names the JSON type that decodes into a Go kind.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Struct, reflect.Map:
+		return "object"
+	}
+	return "number"
 }

@@ -139,7 +139,9 @@ func TestChatTemplateErrors(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, text string) string {
 		p := filepath.Join(dir, name)
-		os.WriteFile(p, []byte(text), 0o644)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		return p
 	}
 	msgs := write("m.json", `[{"role":"user","content":"Hi"}]`)
@@ -160,7 +162,10 @@ func TestChatTemplateErrors(t *testing.T) {
 		{[]string{"chat-template", filepath.Join(dir, "absent.jinja"), "--messages", msgs}, "no such file"},
 		{[]string{"chat-template", llama, "--messages", filepath.Join(dir, "absent.json")}, "--messages: open"},
 		{[]string{"chat-template", llama, "--messages", badJSON}, "--messages " + badJSON + ": unexpected end of JSON"},
-		{[]string{"chat-template", llama, "--messages", msgs, "--tools", badTools}, "--tools " + badTools + ": json: cannot unmarshal object"},
+		{[]string{"chat-template", llama, "--messages", msgs, "--tools", badTools}, "--tools " + badTools + ": the file is a JSON object, want a JSON array"},
+		{[]string{"chat-template", llama, "--messages", write("role.json", `[{"role":1,"content":"x"}]`)}, `"role" is a JSON number, want a JSON string`},
+		{[]string{"chat-template", llama, "--messages", write("strs.json", `["hi"]`)}, "an element of the array is a JSON string, want a JSON object"},
+		{[]string{"chat-template", write("for.jinja", "a\n{% for %}{% endfor %}"), "--messages", msgs}, "chat template line 2: "},
 		{[]string{"chat-template", broken, "--messages", msgs}, broken + ": chat template line 2:"},
 		{[]string{"chat-template", raising, "--messages", noMsgs}, raising + ": chat template line 2: no messages"},
 		{[]string{"chat-template", llama, "--messages", write("sys.json", `[{"role":"system","content":"x"}]`), "--tools", write("t.json", `[{"type":"function"}]`)},

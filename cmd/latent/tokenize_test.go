@@ -85,7 +85,9 @@ func TestTokenizeErrors(t *testing.T) {
 	badModel := filepath.Join(dir, "bad-model.gguf")
 	writeTokenizerGGUF(t, badModel, "llama", "default")
 	notGGUF := filepath.Join(dir, "text.gguf")
-	os.WriteFile(notGGUF, []byte("hello"), 0o644)
+	if err := os.WriteFile(notGGUF, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, tc := range []struct {
 		args []string
