@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,25 +64,66 @@ func (e *apiError) openAI() openAIError {
 	return openAIError{Error: body}
 }
 
-func writeOpenAIError(w http.ResponseWriter, err error) {
-	e := asAPIError(err)
-	if e.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
-	}
-	writeJSON(w, e.status, e.openAI())
-}
+// errorFormat is how an API writes errors: OpenAI's error object, or
+// Ollama's {"error": "..."}.
+type errorFormat int
 
-// writeOllamaError writes Ollama's error body: {"error": "..."}.
-func writeOllamaError(w http.ResponseWriter, err error) {
-	e := asAPIError(err)
-	if e.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+const (
+	openAIErrors errorFormat = iota
+	ollamaErrors
+)
+
+// body is e as the API writes it, as a response or as a stream's last event.
+func (f errorFormat) body(e *apiError) any {
+	if f == openAIErrors {
+		return e.openAI()
 	}
 	msg := e.msg
 	if e.param != "" && !strings.Contains(msg, e.param) {
 		msg = e.param + ": " + msg
 	}
-	writeJSON(w, e.status, map[string]string{"error": msg})
+	return map[string]string{"error": msg}
+}
+
+// write answers the request with err.
+func (f errorFormat) write(w http.ResponseWriter, err error) {
+	e := asAPIError(err)
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+	}
+	writeJSON(w, e.status, f.body(e))
+}
+
+// failed answers a generation that ended before anything was written. A
+// client that went away gets nothing.
+func (s *Server) failed(w http.ResponseWriter, r *http.Request, err error, f errorFormat) {
+	if r.Context().Err() != nil || errors.Is(err, context.Canceled) {
+		s.log.Debug("client went away", "path", r.URL.Path)
+		w.WriteHeader(499) // nginx's "client closed request", for the metrics
+		return
+	}
+	if e := asAPIError(err); e.status >= 500 {
+		s.log.Error("generation failed", "path", r.URL.Path, "err", err)
+	}
+	f.write(w, err)
+}
+
+// streamFailed ends a stream that failed: before it started, with an
+// ordinary error response; after, with an error event. A client that went
+// away, or stopped reading, gets nothing more.
+func (s *Server) streamFailed(w http.ResponseWriter, r *http.Request, st *stream, err error, f errorFormat) {
+	if !st.started {
+		s.failed(w, r, err, f)
+		return
+	}
+	if r.Context().Err() != nil || st.err != nil {
+		s.log.Debug("client went away", "path", r.URL.Path, "err", err)
+		return
+	}
+	s.log.Error("stream failed", "path", r.URL.Path, "err", err)
+	if err := st.send(f.body(asAPIError(err))); err != nil {
+		s.log.Debug("writing the error event failed", "path", r.URL.Path, "err", err)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -169,6 +169,18 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 	return res, nil
 }
 
+// collect runs req to its end and returns the whole answer, for responses
+// that are not streamed.
+func (s *Server) collect(ctx context.Context, req *genRequest) (piece, *genResult, error) {
+	var reasoning, content strings.Builder
+	res, err := s.generate(ctx, req, func(p piece) error {
+		reasoning.WriteString(p.reasoning)
+		content.WriteString(p.content)
+		return nil
+	})
+	return piece{reasoning: reasoning.String(), content: content.String()}, res, err
+}
+
 // splitter separates reasoning from the answer, or passes everything as
 // the answer.
 type splitter interface {

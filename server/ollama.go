@@ -192,7 +192,7 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	var req ollamaChatRequest
 	if err := decodeBody(r, &req); err != nil {
-		writeOllamaError(w, err)
+		ollamaErrors.write(w, err)
 		return
 	}
 	model := s.responseModel(req.Model)
@@ -204,18 +204,14 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 	}
 	gen, err := s.ollamaChatRequest(&req)
 	if err != nil {
-		writeOllamaError(w, err)
+		ollamaErrors.write(w, err)
 		return
 	}
 	gen.arrived = arrived
 	line := func(p piece) ollamaResponse {
 		return ollamaResponse{Model: model, CreatedAt: now(), Message: &ollamaMessage{Role: "assistant", Content: p.content, Thinking: p.reasoning}}
 	}
-	s.ollamaRespond(w, r, req.Stream, gen, line, func(res *genResult, all piece) ollamaResponse {
-		out := line(all)
-		out.Done, out.ollamaCounters = true, countersOf(res)
-		return out
-	})
+	s.ollamaRespond(w, r, req.Stream, gen, line)
 }
 
 func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) {
@@ -254,7 +250,7 @@ func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	var req ollamaGenerateRequest
 	if err := decodeBody(r, &req); err != nil {
-		writeOllamaError(w, err)
+		ollamaErrors.write(w, err)
 		return
 	}
 	model := s.responseModel(req.Model)
@@ -266,18 +262,14 @@ func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	gen, err := s.ollamaGenerateRequest(&req)
 	if err != nil {
-		writeOllamaError(w, err)
+		ollamaErrors.write(w, err)
 		return
 	}
 	gen.arrived = arrived
 	line := func(p piece) ollamaResponse {
 		return ollamaResponse{Model: model, CreatedAt: now(), Response: &p.content, Thinking: p.reasoning}
 	}
-	s.ollamaRespond(w, r, req.Stream, gen, line, func(res *genResult, all piece) ollamaResponse {
-		out := line(all)
-		out.Done, out.ollamaCounters = true, countersOf(res)
-		return out
-	})
+	s.ollamaRespond(w, r, req.Stream, gen, line)
 }
 
 func (s *Server) ollamaGenerateRequest(req *ollamaGenerateRequest) (*genRequest, error) {
@@ -310,36 +302,31 @@ func (s *Server) ollamaGenerateRequest(req *ollamaGenerateRequest) (*genRequest,
 }
 
 // ollamaRespond runs gen and answers in NDJSON lines (stream absent or
-// true) or one object, ending with the counters.
-func (s *Server) ollamaRespond(w http.ResponseWriter, r *http.Request, streamed *bool, gen *genRequest,
-	line func(piece) ollamaResponse, final func(*genResult, piece) ollamaResponse) {
+// true) or one object, written by line; the last, or only, one is done and
+// carries the counters.
+func (s *Server) ollamaRespond(w http.ResponseWriter, r *http.Request, streamed *bool, gen *genRequest, line func(piece) ollamaResponse) {
+	final := func(res *genResult, p piece) ollamaResponse {
+		out := line(p)
+		out.Done, out.ollamaCounters = true, countersOf(res)
+		return out
+	}
 	if streamed != nil && !*streamed {
-		var all piece
-		var content, reasoning strings.Builder
-		res, err := s.generate(r.Context(), gen, func(p piece) error {
-			content.WriteString(p.content)
-			reasoning.WriteString(p.reasoning)
-			return nil
-		})
+		all, res, err := s.collect(r.Context(), gen)
 		if err != nil {
-			s.failed(w, r, err, writeOllamaError)
+			s.failed(w, r, err, ollamaErrors)
 			return
 		}
-		all.content, all.reasoning = content.String(), reasoning.String()
 		writeJSON(w, http.StatusOK, final(res, all))
 		return
 	}
 	st := newStream(w, false, s.cfg.WriteTimeout)
 	res, err := s.generate(r.Context(), gen, func(p piece) error { return st.send(line(p)) })
-	if err != nil {
-		if !st.started {
-			s.failed(w, r, err, writeOllamaError)
-		} else if r.Context().Err() == nil {
-			st.send(map[string]string{"error": asAPIError(err).msg})
-		}
-		return
+	if err == nil {
+		err = st.send(final(res, piece{}))
 	}
-	st.send(final(res, piece{}))
+	if err != nil {
+		s.streamFailed(w, r, st, err, ollamaErrors)
+	}
 }
 
 func (s *Server) ollamaModel() map[string]any {
@@ -373,7 +360,7 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 		Name  string `json:"name"` // older clients
 	}
 	if err := decodeBody(r, &req); err != nil {
-		writeOllamaError(w, err)
+		ollamaErrors.write(w, err)
 		return
 	}
 	name := req.Model
@@ -381,7 +368,7 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 		name = req.Name
 	}
 	if !s.isModel(name) {
-		writeOllamaError(w, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("model '%s' not found (this server serves '%s')", name, s.model.Name)})
+		ollamaErrors.write(w, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("model '%s' not found (this server serves '%s')", name, s.model.Name)})
 		return
 	}
 	tmpl := s.model.Template.Source

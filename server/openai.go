@@ -2,9 +2,7 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -139,51 +137,76 @@ type chatMessage struct {
 
 const fingerprint = "latent"
 
+// reply is what every object of one OpenAI answer repeats.
+type reply struct {
+	id, object, model string
+	created           int64
+}
+
+func (rp reply) with(choices ...chatChoice) chatCompletion {
+	return chatCompletion{ID: rp.id, Object: rp.object, Created: rp.created, Model: rp.model, SystemFingerprint: fingerprint,
+		Choices: append([]chatChoice{}, choices...)} // [] rather than null in the usage chunk
+}
+
+// endStream sends a stream's last choice (with its finish reason, and the
+// timings unless a usage chunk follows), the usage chunk when asked for,
+// and [DONE].
+func (rp reply) endStream(st *stream, last chatChoice, res *genResult, o *streamOptions) error {
+	final := rp.with(last)
+	wantsUsage := o != nil && o.IncludeUsage
+	if !wantsUsage {
+		final.Timings = timingsOf(res)
+	}
+	if err := st.send(final); err != nil {
+		return err
+	}
+	if wantsUsage {
+		u := rp.with()
+		u.Usage, u.Timings = usageOf(res), timingsOf(res)
+		if err := st.send(u); err != nil {
+			return err
+		}
+	}
+	return st.done()
+}
+
 func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	var req chatCompletionRequest
 	if err := decodeBody(r, &req); err != nil {
-		writeOpenAIError(w, err)
+		openAIErrors.write(w, err)
 		return
 	}
 	gen, err := s.chatRequest(&req)
 	if err != nil {
-		writeOpenAIError(w, err)
+		openAIErrors.write(w, err)
 		return
 	}
 	gen.arrived = arrived
-	model := s.responseModel(req.Model)
-	id, created := newID("chatcmpl-"), arrived.Unix()
-	chunk := func(delta *chatMessage, finish *string) chatCompletion {
-		return chatCompletion{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, SystemFingerprint: fingerprint,
-			Choices: []chatChoice{{Delta: delta, FinishReason: finish}}}
-	}
+	rp := reply{id: newID("chatcmpl-"), object: "chat.completion", created: arrived.Unix(), model: s.responseModel(req.Model)}
 
 	if !req.Stream {
-		var content, reasoning strings.Builder
-		res, err := s.generate(r.Context(), gen, func(p piece) error {
-			content.WriteString(p.content)
-			reasoning.WriteString(p.reasoning)
-			return nil
-		})
+		all, res, err := s.collect(r.Context(), gen)
 		if err != nil {
-			s.failed(w, r, err, writeOpenAIError)
+			s.failed(w, r, err, openAIErrors)
 			return
 		}
-		text := content.String()
-		writeJSON(w, http.StatusOK, chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: model, SystemFingerprint: fingerprint,
-			Choices: []chatChoice{{Message: &chatMessage{Role: "assistant", Content: &text, ReasoningContent: reasoning.String()}, FinishReason: &res.reason}},
-			Usage:   usageOf(res), Timings: timingsOf(res)})
+		c := rp.with(chatChoice{Message: &chatMessage{Role: "assistant", Content: &all.content, ReasoningContent: all.reasoning}, FinishReason: &res.reason})
+		c.Usage, c.Timings = usageOf(res), timingsOf(res)
+		writeJSON(w, http.StatusOK, c)
 		return
 	}
 
+	rp.object = "chat.completion.chunk"
 	st := newStream(w, true, s.cfg.WriteTimeout)
-	empty := ""
+	delta := func(d *chatMessage) chatChoice { return chatChoice{Delta: d} }
+	// OpenAI's first chunk names the role, with empty content.
 	begin := func() error {
 		if st.started {
 			return nil
 		}
-		return st.send(chunk(&chatMessage{Role: "assistant", Content: &empty}, nil))
+		empty := ""
+		return st.send(rp.with(delta(&chatMessage{Role: "assistant", Content: &empty})))
 	}
 	res, err := s.generate(r.Context(), gen, func(p piece) error {
 		if err := begin(); err != nil {
@@ -193,33 +216,18 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		if p.content != "" {
 			d.Content = &p.content
 		}
-		return st.send(chunk(d, nil))
+		return st.send(rp.with(delta(d)))
 	})
+	if err == nil {
+		err = begin()
+	}
+	if err == nil {
+		err = rp.endStream(st, chatChoice{Delta: &chatMessage{}, FinishReason: &res.reason}, res, req.StreamOptions)
+	}
 	if err != nil {
-		s.streamFailed(w, r, st, err)
-		return
+		s.streamFailed(w, r, st, err, openAIErrors)
 	}
-	if begin() != nil {
-		return
-	}
-	final := chunk(&chatMessage{}, &res.reason)
-	if !wantsUsage(req.StreamOptions) {
-		final.Timings = timingsOf(res)
-	}
-	if st.send(final) != nil {
-		return
-	}
-	if wantsUsage(req.StreamOptions) {
-		u := chatCompletion{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, SystemFingerprint: fingerprint,
-			Choices: []chatChoice{}, Usage: usageOf(res), Timings: timingsOf(res)}
-		if st.send(u) != nil {
-			return
-		}
-	}
-	st.done()
 }
-
-func wantsUsage(o *streamOptions) bool { return o != nil && o.IncludeUsage }
 
 // chatRequest checks a chat completion request and renders its prompt.
 func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
@@ -285,63 +293,39 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	var req completionRequest
 	if err := decodeBody(r, &req); err != nil {
-		writeOpenAIError(w, err)
+		openAIErrors.write(w, err)
 		return
 	}
 	gen, err := s.completionRequest(&req)
 	if err != nil {
-		writeOpenAIError(w, err)
+		openAIErrors.write(w, err)
 		return
 	}
 	gen.arrived = arrived
-	model := s.responseModel(req.Model)
-	id, created := newID("cmpl-"), arrived.Unix()
-	chunk := func(text string, finish *string) chatCompletion {
-		return chatCompletion{ID: id, Object: "text_completion", Created: created, Model: model, SystemFingerprint: fingerprint,
-			Choices: []chatChoice{{Text: &text, FinishReason: finish}}}
-	}
-	// A completion has no place for reasoning: it stays in the text.
-	whole := func(p piece) string { return p.reasoning + p.content }
-	gen.rawReasoning = true
+	rp := reply{id: newID("cmpl-"), object: "text_completion", created: arrived.Unix(), model: s.responseModel(req.Model)}
+	text := func(t string, finish *string) chatChoice { return chatChoice{Text: &t, FinishReason: finish} }
 
 	if !req.Stream {
-		var text strings.Builder
-		res, err := s.generate(r.Context(), gen, func(p piece) error {
-			text.WriteString(whole(p))
-			return nil
-		})
+		all, res, err := s.collect(r.Context(), gen)
 		if err != nil {
-			s.failed(w, r, err, writeOpenAIError)
+			s.failed(w, r, err, openAIErrors)
 			return
 		}
-		c := chunk(text.String(), &res.reason)
+		c := rp.with(text(all.content, &res.reason))
 		c.Usage, c.Timings = usageOf(res), timingsOf(res)
 		writeJSON(w, http.StatusOK, c)
 		return
 	}
 	st := newStream(w, true, s.cfg.WriteTimeout)
 	res, err := s.generate(r.Context(), gen, func(p piece) error {
-		return st.send(chunk(whole(p), nil))
+		return st.send(rp.with(text(p.content, nil)))
 	})
+	if err == nil {
+		err = rp.endStream(st, text("", &res.reason), res, req.StreamOptions)
+	}
 	if err != nil {
-		s.streamFailed(w, r, st, err)
-		return
+		s.streamFailed(w, r, st, err, openAIErrors)
 	}
-	final := chunk("", &res.reason)
-	if !wantsUsage(req.StreamOptions) {
-		final.Timings = timingsOf(res)
-	}
-	if st.send(final) != nil {
-		return
-	}
-	if wantsUsage(req.StreamOptions) {
-		u := chatCompletion{ID: id, Object: "text_completion", Created: created, Model: model, SystemFingerprint: fingerprint,
-			Choices: []chatChoice{}, Usage: usageOf(res), Timings: timingsOf(res)}
-		if st.send(u) != nil {
-			return
-		}
-	}
-	st.done()
 }
 
 func (s *Server) completionRequest(req *completionRequest) (*genRequest, error) {
@@ -358,7 +342,8 @@ func (s *Server) completionRequest(req *completionRequest) (*genRequest, error) 
 	case req.Logprobs != nil:
 		return nil, badRequest("logprobs", "logprobs are not supported")
 	}
-	gen := &genRequest{}
+	// A completion has no place for reasoning: it stays in the text.
+	gen := &genRequest{rawReasoning: true}
 	if err := parsePrompt(req.Prompt, gen); err != nil {
 		return nil, err
 	}
@@ -420,41 +405,13 @@ func (s *Server) responseModel(asked string) string {
 	return s.model.Name
 }
 
-// failed answers a generation that ended before anything was written. A
-// client that went away gets nothing.
-func (s *Server) failed(w http.ResponseWriter, r *http.Request, err error, write func(http.ResponseWriter, error)) {
-	if r.Context().Err() != nil || errors.Is(err, context.Canceled) {
-		s.log.Debug("client went away", "path", r.URL.Path)
-		w.WriteHeader(499) // nginx's "client closed request", for the metrics
-		return
-	}
-	if e := asAPIError(err); e.status >= 500 {
-		s.log.Error("generation failed", "path", r.URL.Path, "err", err)
-	}
-	write(w, err)
-}
-
-// streamFailed ends an SSE stream that failed: before the stream started,
-// an ordinary error response; after, an error event.
-func (s *Server) streamFailed(w http.ResponseWriter, r *http.Request, st *stream, err error) {
-	if !st.started {
-		s.failed(w, r, err, writeOpenAIError)
-		return
-	}
-	if r.Context().Err() != nil {
-		return
-	}
-	s.log.Error("stream failed", "path", r.URL.Path, "err", err)
-	st.send(asAPIError(err).openAI())
-}
-
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{s.modelObject()}})
 }
 
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 	if id := r.PathValue("id"); !s.isModel(id) {
-		writeOpenAIError(w, &apiError{status: http.StatusNotFound, kind: "invalid_request_error", param: "model", code: "model_not_found",
+		openAIErrors.write(w, &apiError{status: http.StatusNotFound, kind: "invalid_request_error", param: "model", code: "model_not_found",
 			msg: fmt.Sprintf("the model %q does not exist; this server serves %q", id, s.model.Name)})
 		return
 	}

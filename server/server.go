@@ -141,10 +141,10 @@ func (s *Server) routes() {
 	m.Handle("/", s.instrument("page", pageHandler()))
 	// Unknown API paths and wrong methods answer in the API's error format.
 	m.Handle("/v1/", s.instrument("unknown", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeOpenAIError(w, &apiError{status: http.StatusNotFound, kind: "not_found_error", msg: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
+		openAIErrors.write(w, &apiError{status: http.StatusNotFound, kind: "not_found_error", msg: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
 	})))
 	m.Handle("/api/", s.instrument("unknown", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeOllamaError(w, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
+		ollamaErrors.write(w, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
 	})))
 }
 
@@ -175,11 +175,11 @@ func (s *Server) authorize(h http.HandlerFunc) http.HandlerFunc {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="latent"`)
 			e := &apiError{status: http.StatusUnauthorized, kind: "authentication_error", code: "invalid_api_key",
 				msg: "missing or wrong API key: send the header Authorization: Bearer KEY"}
+			f := openAIErrors
 			if strings.HasPrefix(r.URL.Path, "/api/") {
-				writeOllamaError(w, e)
-			} else {
-				writeOpenAIError(w, e)
+				f = ollamaErrors
 			}
+			f.write(w, e)
 			return
 		}
 		h(w, r)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 )
@@ -15,6 +16,7 @@ type stream struct {
 	sse     bool
 	timeout time.Duration
 	started bool
+	err     error // the write that failed: the client is gone or stuck
 }
 
 func newStream(w http.ResponseWriter, sse bool, timeout time.Duration) *stream {
@@ -47,18 +49,26 @@ func (s *stream) send(v any) error {
 }
 
 func (s *stream) raw(b []byte) error {
+	if s.err != nil {
+		return s.err
+	}
 	s.start()
-	s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
 	var out []byte
 	if s.sse {
 		out = append(append(append(out, "data: "...), b...), "\n\n"...)
 	} else {
 		out = append(append(out, b...), '\n')
 	}
-	if _, err := s.w.Write(out); err != nil {
+	// A writer with no connection under it has no deadline to set, and no
+	// client that could stall it.
+	if err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		s.err = err
 		return err
 	}
-	return s.rc.Flush()
+	if _, s.err = s.w.Write(out); s.err == nil {
+		s.err = s.rc.Flush()
+	}
+	return s.err
 }
 
 // done ends an SSE stream as OpenAI does.
