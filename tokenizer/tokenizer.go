@@ -67,19 +67,28 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 }
 
 func fromGGUF(f *gguf.File) (*Tokenizer, error) {
-	model, ok := getString(f, "tokenizer.ggml.model")
+	v, ok := f.Get("tokenizer.ggml.model")
 	if !ok {
 		return nil, fmt.Errorf("no tokenizer.ggml.model in the file")
+	}
+	model, ok := v.String()
+	if !ok {
+		return nil, fmt.Errorf("tokenizer.ggml.model is %s, not a string", v.Type())
 	}
 	if model != "gpt2" {
 		return nil, fmt.Errorf("unsupported tokenizer model %q (latent supports byte-level BPE, \"gpt2\")", model)
 	}
-	preName, _ := getString(f, "tokenizer.ggml.pre")
+	var preName string // absent: llama.cpp's "default"
+	if v, ok := f.Get("tokenizer.ggml.pre"); ok {
+		if preName, ok = v.String(); !ok {
+			return nil, fmt.Errorf("tokenizer.ggml.pre is %s, not a string", v.Type())
+		}
+	}
 	if _, ok := preTokenizers[preName]; !ok {
 		return nil, fmt.Errorf("unsupported pre-tokenizer %q", preName)
 	}
 
-	v, ok := f.Get("tokenizer.ggml.tokens")
+	v, ok = f.Get("tokenizer.ggml.tokens")
 	if !ok {
 		return nil, fmt.Errorf("no tokenizer.ggml.tokens in the file")
 	}
@@ -533,14 +542,6 @@ func (t *Tokenizer) Vocab() int { return len(t.tokens) }
 
 // Pre is the pre-tokenizer's name as the file gives it.
 func (t *Tokenizer) Pre() string { return t.preName }
-
-func getString(f *gguf.File, key string) (string, bool) {
-	v, ok := f.Get(key)
-	if !ok {
-		return "", false
-	}
-	return v.String()
-}
 
 func getBool(f *gguf.File, key string) (bool, bool) {
 	v, ok := f.Get(key)

@@ -216,9 +216,11 @@ func TestFromGGUFErrors(t *testing.T) {
 		want string
 	}{
 		{nil, "no tokenizer.ggml.model"},
+		{[]gguf.KV{kv("tokenizer.ggml.model", gguf.Bool(true)), pre, tokens, merges}, "tokenizer.ggml.model is bool, not a string"},
 		{[]gguf.KV{kv("tokenizer.ggml.model", gguf.String("llama")), pre, tokens, merges}, `unsupported tokenizer model "llama"`},
 		{[]gguf.KV{kv("tokenizer.ggml.model", gguf.String("bert")), pre, tokens, merges}, `unsupported tokenizer model "bert"`},
 		{[]gguf.KV{model, kv("tokenizer.ggml.pre", gguf.String("tekken")), tokens, merges}, `unsupported pre-tokenizer "tekken"`},
+		{[]gguf.KV{model, kv("tokenizer.ggml.pre", gguf.Int32s([]int32{1})), tokens, merges}, "tokenizer.ggml.pre is array"},
 		{[]gguf.KV{model, pre, merges}, "no tokenizer.ggml.tokens"},
 		{[]gguf.KV{model, pre, kv("tokenizer.ggml.tokens", gguf.Int32s([]int32{1})), merges}, "tokenizer.ggml.tokens is array"},
 		{[]gguf.KV{model, pre, kv("tokenizer.ggml.tokens", gguf.Strings(nil)), merges}, "has 0 entries"},
