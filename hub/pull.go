@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -220,11 +221,17 @@ func (c *client) download(ctx context.Context, url, final, file, sha string, siz
 		return resumed, fmt.Errorf("download %s: the file matches the Hub's checksum but is not a usable GGUF model (deleted): %w", file, err)
 	}
 	g.Close()
-	if err := writeSum(final, sha); err != nil {
-		return resumed, err
+	// The old file's checksum goes first and the new one comes last, so that
+	// a crash in between never leaves a file beside a checksum not its own
+	// (which the next pull would take as up to date).
+	if err := os.Remove(final + ".sha256"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return resumed, fmt.Errorf("model store: %w", err)
 	}
 	if err := os.Rename(part, final); err != nil {
 		return resumed, fmt.Errorf("model store: %w", err)
+	}
+	if err := writeSum(final, sha); err != nil {
+		return resumed, err
 	}
 	syncDir(filepath.Dir(final))
 	return resumed, nil
