@@ -380,3 +380,66 @@ dotQ4_0r4x4AVX2_done:
 	VMOVUPS X3, 48(AX)
 	VZEROUPPER
 	RET
+
+// func dotF32VecAVX2(x *float32, y *float32, n int) float32
+// Requires: AVX, FMA3, SSE
+TEXT ·dotF32VecAVX2(SB), NOSPLIT, $0-28
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+dotF32Vec_loop:
+	CMPQ        DX, $0x00000020
+	JL          dotF32Vec_done
+	VMOVUPS     (AX), Y4
+	VFMADD231PS (CX), Y4, Y0
+	VMOVUPS     32(AX), Y4
+	VFMADD231PS 32(CX), Y4, Y1
+	VMOVUPS     64(AX), Y4
+	VFMADD231PS 64(CX), Y4, Y2
+	VMOVUPS     96(AX), Y4
+	VFMADD231PS 96(CX), Y4, Y3
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000080, CX
+	SUBQ        $0x00000020, DX
+	JMP         dotF32Vec_loop
+
+dotF32Vec_done:
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func fmaAxpyAVX2(out *float32, v *float32, s float32, n int)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·fmaAxpyAVX2(SB), NOSPLIT, $0-32
+	MOVQ         out+0(FP), AX
+	MOVQ         v+8(FP), CX
+	MOVSS        s+16(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVQ         n+24(FP), DX
+
+fmaAxpy_loop:
+	CMPQ        DX, $0x00000008
+	JL          fmaAxpy_done
+	VMOVUPS     (AX), Y1
+	VFMADD231PS (CX), Y0, Y1
+	VMOVUPS     Y1, (AX)
+	ADDQ        $0x00000020, AX
+	ADDQ        $0x00000020, CX
+	SUBQ        $0x00000008, DX
+	JMP         fmaAxpy_loop
+
+fmaAxpy_done:
+	VZEROUPPER
+	RET

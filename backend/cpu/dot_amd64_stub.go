@@ -23,3 +23,13 @@ func dotQ4_0r4x1AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb i
 //
 //go:noescape
 func dotQ4_0r4x4AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)
+
+// dotF32VecAVX2 is Σ x[i]·y[i] over n (a multiple of 32) values in ggml_vec_dot_f32's order.
+//
+//go:noescape
+func dotF32VecAVX2(x *float32, y *float32, n int) float32
+
+// fmaAxpyAVX2 sets out[i] = fma(v[i], s, out[i]) for i < n (a multiple of 8).
+//
+//go:noescape
+func fmaAxpyAVX2(out *float32, v *float32, s float32, n int)

@@ -1,6 +1,9 @@
 package cpu
 
-import "math"
+import (
+	"math"
+	"os"
+)
 
 // ggml rounds activations to nearest 8-bit values before each quantized
 // matmul, so a value one last bit away from a rounding boundary lands on the
@@ -42,7 +45,7 @@ func dotF32Tiny(x, y []float32) float32 {
 // dotF32Vec is ggml_vec_dot_f32 on AVX2 (the flash-attention K·Q product):
 // 4 accumulators of 8 lanes over steps of 32, reduced acc0+acc2, acc1+acc3,
 // then together, then across lanes; the tail is summed in double.
-func dotF32Vec(x, y []float32) float32 {
+func dotF32VecGo(x, y []float32) float32 {
 	y = y[:len(x)]
 	var acc [4][8]float32
 	np := len(x) &^ 31
@@ -68,3 +71,26 @@ func dotF32Vec(x, y []float32) float32 {
 
 // expf is libm's expf (correctly rounded on glibc for these arguments).
 func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
+
+// fmaAxpyGo sets out[i] = fma(v[i], s, out[i]): flash attention's V
+// accumulation, one rounding per value as ggml's FMA loop.
+func fmaAxpyGo(out, v []float32, s float32) {
+	v = v[:len(out)]
+	for i := range out {
+		out[i] = fma32(v[i], s, out[i])
+	}
+}
+
+// dotF32Vec and fmaAxpy are the attention's vector operations: assembly
+// where the CPU has AVX2 and FMA (same results bit for bit), else the Go
+// above; LATENT_CPU=generic forces the Go.
+var dotF32Vec, fmaAxpy = chooseVecOps(os.Getenv("LATENT_CPU"))
+
+func chooseVecOps(force string) (func(x, y []float32) float32, func(out, v []float32, s float32)) {
+	if force != "generic" {
+		if d, a := simdVecOps(); d != nil {
+			return d, a
+		}
+	}
+	return dotF32VecGo, fmaAxpyGo
+}

@@ -125,6 +125,28 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 	}
 }
 
+// The attention's vector operations in assembly agree with the Go ones bit
+// for bit, at lengths with and without a tail.
+func TestVecOpsAgainstGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	dotS, axpyS := chooseVecOps("")
+	for _, n := range []int{1, 8, 31, 32, 64, 100, 576} {
+		x, y := randn(r, n, 1), randn(r, n, 1)
+		if got, want := dotS(x, y), dotF32VecGo(x, y); got != want {
+			t.Errorf("dotF32Vec n=%d: %g, Go %g", n, got, want)
+		}
+		o1 := randn(r, n, 1)
+		o2 := append([]float32(nil), o1...)
+		axpyS(o1, x, 0.37)
+		fmaAxpyGo(o2, x, 0.37)
+		for i := range o1 {
+			if o1[i] != o2[i] {
+				t.Fatalf("fmaAxpy n=%d [%d]: %g, Go %g", n, i, o1[i], o2[i])
+			}
+		}
+	}
+}
+
 // The quantized activations round exactly as roundQ8_0 and roundQ8K do.
 func TestPreparedActsMatchRounding(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))

@@ -262,9 +262,7 @@ func (j *attnJob) do(lo, hi, worker int) {
 			} else {
 				vs = expf(s - m)
 			}
-			for i, v := range row[:kvLoRA] {
-				out[i] = fma32(v, vs, out[i])
-			}
+			fmaAxpy(out, row[:kvLoRA], vs)
 			sum = sum*ms + vs
 		}
 		inv := 1 / sum

@@ -48,3 +48,37 @@ func dotQ4_0Tile(w []byte, rowBytes int, a *acts, t int, out *[16]float32) {
 	_ = w[3*rowBytes+18*len(r.d)-1]
 	dotQ4_0r4x4AVX2(&w[0], rowBytes, &r.qs[0], &r.d[0], &r.b8[0], len(r.d), a.k, &out[0])
 }
+
+// simdVecOps returns the AVX2 forms of dotF32VecGo and fmaAxpyGo, or nils.
+func simdVecOps() (func(x, y []float32) float32, func(out, v []float32, s float32)) {
+	if !(cpu.X86.HasAVX2 && cpu.X86.HasFMA) {
+		return nil, nil
+	}
+	return dotF32VecSIMD, fmaAxpySIMD
+}
+
+func dotF32VecSIMD(x, y []float32) float32 {
+	np := len(x) &^ 31
+	if np == 0 {
+		return dotF32VecGo(x, y)
+	}
+	y = y[:len(x)]
+	r := dotF32VecAVX2(&x[0], &y[0], np)
+	if np == len(x) {
+		return r
+	}
+	sum := float64(r) // the tail in double, as ggml
+	for i := np; i < len(x); i++ {
+		sum += float64(x[i] * y[i])
+	}
+	return float32(sum)
+}
+
+func fmaAxpySIMD(out, v []float32, s float32) {
+	v = v[:len(out)]
+	n := len(out) &^ 7
+	if n > 0 {
+		fmaAxpyAVX2(&out[0], &v[0], s, n)
+	}
+	fmaAxpyGo(out[n:], v[n:], s)
+}

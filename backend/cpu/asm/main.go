@@ -36,6 +36,8 @@ func main() {
 	for _, n := range []int{1, 4} {
 		dotQ4_0Rows4AVX2(n, nibbles, ones)
 	}
+	dotF32VecAVX2()
+	fmaAxpyAVX2()
 	Generate()
 }
 
@@ -235,6 +237,77 @@ func dotQ4_0Rows4AVX2(n int, nibbles, ones Mem) {
 	for t := 0; t < n; t++ {
 		VMOVUPS(acc[t], out.Offset(16*t))
 	}
+	VZEROUPPER()
+	RET()
+}
+
+// dotF32VecAVX2 emits dotF32VecAVX2, ggml_vec_dot_f32 on AVX2 for n a
+// multiple of 32: four accumulators of eight lanes, one FMA per eight
+// values, reduced as GGML_F32x8_REDUCE (acc0+acc2, acc1+acc3, then together,
+// halves added, two VHADDPS).
+func dotF32VecAVX2() {
+	TEXT("dotF32VecAVX2", NOSPLIT, "func(x, y *float32, n int) float32")
+	Doc("dotF32VecAVX2 is Σ x[i]·y[i] over n (a multiple of 32) values in ggml_vec_dot_f32's order.")
+	Pragma("noescape")
+	x := Mem{Base: Load(Param("x"), GP64())}
+	y := Mem{Base: Load(Param("y"), GP64())}
+	n := Load(Param("n"), GP64())
+	var acc [4]VecVirtual
+	for i := range acc {
+		acc[i] = YMM()
+		VXORPS(acc[i], acc[i], acc[i])
+	}
+	Label("dotF32Vec_loop")
+	CMPQ(n, U32(32))
+	JL(LabelRef("dotF32Vec_done"))
+	for i := range acc {
+		v := YMM()
+		VMOVUPS(x.Offset(32*i), v)
+		VFMADD231PS(y.Offset(32*i), v, acc[i])
+	}
+	ADDQ(U32(128), x.Base)
+	ADDQ(U32(128), y.Base)
+	SUBQ(U32(32), n)
+	JMP(LabelRef("dotF32Vec_loop"))
+	Label("dotF32Vec_done")
+	VADDPS(acc[2], acc[0], acc[0])
+	VADDPS(acc[3], acc[1], acc[1])
+	VADDPS(acc[1], acc[0], acc[0])
+	t, hi := acc[0].AsX(), XMM()
+	VEXTRACTF128(U8(1), acc[0], hi)
+	VADDPS(hi, t, t)
+	VHADDPS(t, t, t)
+	VHADDPS(t, t, t)
+	VZEROUPPER()
+	Store(t, ReturnIndex(0))
+	RET()
+}
+
+// fmaAxpyAVX2 emits fmaAxpyAVX2: out[i] = fma(v[i], s, out[i]) for n a
+// multiple of 8 (flash attention's V accumulation; each lane rounds once,
+// as ggml's).
+func fmaAxpyAVX2() {
+	TEXT("fmaAxpyAVX2", NOSPLIT, "func(out, v *float32, s float32, n int)")
+	Doc("fmaAxpyAVX2 sets out[i] = fma(v[i], s, out[i]) for i < n (a multiple of 8).")
+	Pragma("noescape")
+	out := Mem{Base: Load(Param("out"), GP64())}
+	v := Mem{Base: Load(Param("v"), GP64())}
+	s := Load(Param("s"), XMM())
+	sc := YMM()
+	VBROADCASTSS(s, sc)
+	n := Load(Param("n"), GP64())
+	Label("fmaAxpy_loop")
+	CMPQ(n, U32(8))
+	JL(LabelRef("fmaAxpy_done"))
+	o := YMM()
+	VMOVUPS(out, o)
+	VFMADD231PS(v, sc, o)
+	VMOVUPS(o, out)
+	ADDQ(U32(32), out.Base)
+	ADDQ(U32(32), v.Base)
+	SUBQ(U32(8), n)
+	JMP(LabelRef("fmaAxpy_loop"))
+	Label("fmaAxpy_done")
 	VZEROUPPER()
 	RET()
 }
