@@ -616,6 +616,28 @@ func isRegexSpace(r rune) bool { return r == ' ' || r >= '\t' && r <= '\r' }
 
 func (s *runSplitter) split(t *splitText, pieces []int) []int {
 	text := t.wideText()
+	return cutRuns(pieces, func(p, hi int) int {
+		var q int
+		switch {
+		case s.leadSpace && isRegexSpace(text[p]) && p+1 < hi && s.in(text[p+1]):
+			q = p + 2
+		case s.in(text[p]):
+			q = p + 1
+		default:
+			return p
+		}
+		for s.many && q < hi && s.in(text[q]) {
+			q++
+		}
+		return q
+	})
+}
+
+// cutRuns refines each piece into the runs that runEnd finds and the gaps
+// between them, as a regex that matches runs splits a text. runEnd(p, hi)
+// is the end of the run that starts at p in a piece ending at hi, or p when
+// none starts there.
+func cutRuns(pieces []int, runEnd func(p, hi int) int) []int {
 	out := make([]int, 0, len(pieces))
 	start := 0
 	for _, n := range pieces {
@@ -623,23 +645,15 @@ func (s *runSplitter) split(t *splitText, pieces []int) []int {
 		start = hi
 		prev := lo
 		for p := lo; p < hi; {
-			var from, q int
-			switch {
-			case s.leadSpace && isRegexSpace(text[p]) && p+1 < hi && s.in(text[p+1]):
-				from, q = p, p+2
-			case s.in(text[p]):
-				from, q = p, p+1
-			default:
+			q := runEnd(p, hi)
+			if q == p {
 				p++
 				continue
 			}
-			for s.many && q < hi && s.in(text[q]) {
-				q++
+			if p > prev {
+				out = append(out, p-prev)
 			}
-			if from > prev {
-				out = append(out, from-prev)
-			}
-			out = append(out, q-from)
+			out = append(out, q-p)
 			prev, p = q, q
 		}
 		if prev < hi {
@@ -677,30 +691,11 @@ func (trailingSpace) split(t *splitText, pieces []int) []int {
 type numberRun struct{}
 
 func (numberRun) split(t *splitText, pieces []int) []int {
-	out := make([]int, 0, len(pieces))
-	start := 0
-	for _, n := range pieces {
-		lo, hi := start, start+n
-		start = hi
-		prev := lo
-		for p := lo; p < hi; {
-			if !t.cls[p].is(cNumber) {
-				p++
-				continue
-			}
-			q := p + 1
-			for q < hi && t.cls[q].is(cNumber) {
-				q++
-			}
-			if p > prev {
-				out = append(out, p-prev)
-			}
-			out = append(out, q-p)
-			prev, p = q, q
+	return cutRuns(pieces, func(p, hi int) int {
+		q := p
+		for q < hi && t.cls[q].is(cNumber) {
+			q++
 		}
-		if prev < hi {
-			out = append(out, hi-prev)
-		}
-	}
-	return out
+		return q
+	})
 }
