@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -139,6 +140,14 @@ func (n *scriptedNet) Reset()         { n.pos, n.step = 0, -1 }
 func (n *scriptedNet) Truncate(k int) { n.pos, n.step = min(n.pos, k), -1 }
 func (n *scriptedNet) calls() int64   { return n.forwards.Load() }
 
+// endlessNet repeats text forever, each token taking at least delay: a
+// generation that lasts until something stops it.
+func endlessNet(m *Model, text string, delay time.Duration) *scriptedNet {
+	n := newScriptedNet(m, text, 1<<20)
+	n.eos, n.delay = -1, delay
+	return n
+}
+
 // on returns m running on the scripted network.
 func (n *scriptedNet) on(m *Model) *Model {
 	c := *m
@@ -163,9 +172,8 @@ func httpClient() *http.Client {
 	return &http.Client{Timeout: 60 * time.Second}
 }
 
-// postJSON posts body and decodes the answer into out, failing unless the
-// status is want.
-func postJSON(t testing.TB, url, body string, want int, out any) http.Header {
+// post posts a JSON body and returns the response with its whole body.
+func post(t testing.TB, url, body string) (*http.Response, []byte) {
 	t.Helper()
 	resp, err := httpClient().Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
@@ -174,8 +182,16 @@ func postJSON(t testing.TB, url, body string, want int, out any) http.Header {
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("POST %s: reading the answer: %v", url, err)
 	}
+	return resp, raw
+}
+
+// postJSON posts body and decodes the answer into out, failing unless the
+// status is want.
+func postJSON(t testing.TB, url, body string, want int, out any) http.Header {
+	t.Helper()
+	resp, raw := post(t, url, body)
 	if resp.StatusCode != want {
 		t.Fatalf("POST %s %s: status %d, want %d: %s", url, body, resp.StatusCode, want, raw)
 	}
@@ -191,18 +207,9 @@ func postJSON(t testing.TB, url, body string, want int, out any) http.Header {
 // the closing [DONE], which must come.
 func postSSE(t testing.TB, url, body string) []string {
 	t.Helper()
-	resp, err := httpClient().Post(url, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp, raw := post(t, url, body)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
-		raw, _ := io.ReadAll(resp.Body)
 		t.Fatalf("POST %s: status %d, type %q: %s", url, resp.StatusCode, resp.Header.Get("Content-Type"), raw)
-	}
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
 	}
 	var events []string
 	for _, e := range strings.Split(string(raw), "\n\n") {
@@ -220,6 +227,40 @@ func postSSE(t testing.TB, url, body string) []string {
 	}
 	t.Fatalf("the stream did not end with data: [DONE]:\n%s", raw)
 	return nil
+}
+
+// openStream posts body to a streaming endpoint and returns the response
+// once its first event or line has arrived, with a reader of the rest.
+func openStream(t *testing.T, ctx context.Context, url, body string) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		b, err := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s (%v)", resp.StatusCode, b, err)
+	}
+	r := bufio.NewReader(resp.Body)
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	return resp, r
+}
+
+// chatAnswer is the part of a chat completion that tests read.
+type chatAnswer struct {
+	Choices []struct {
+		Message struct {
+			Content          string `json:"content"`
+			ReasoningContent string `json:"reasoning_content"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
 }
 
 func userMsg(text string) chat.Message { return chat.Message{Role: "user", Content: text} }

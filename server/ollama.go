@@ -196,10 +196,12 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	model := s.responseModel(req.Model)
+	line := func(p piece) ollamaResponse {
+		return ollamaResponse{Model: model, CreatedAt: now(), Message: &ollamaMessage{Role: "assistant", Content: p.content, Thinking: p.reasoning}}
+	}
 	if len(req.Messages) == 0 {
 		// Ollama's clients load a model with an empty chat.
-		writeJSON(w, http.StatusOK, ollamaResponse{Model: model, CreatedAt: now(), Message: &ollamaMessage{Role: "assistant"},
-			Done: true, ollamaCounters: ollamaCounters{DoneReason: "load"}})
+		writeOllamaLoaded(w, line)
 		return
 	}
 	gen, err := s.ollamaChatRequest(&req)
@@ -208,9 +210,6 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gen.arrived = arrived
-	line := func(p piece) ollamaResponse {
-		return ollamaResponse{Model: model, CreatedAt: now(), Message: &ollamaMessage{Role: "assistant", Content: p.content, Thinking: p.reasoning}}
-	}
 	s.ollamaRespond(w, r, req.Stream, gen, line)
 }
 
@@ -254,10 +253,12 @@ func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	model := s.responseModel(req.Model)
-	empty := ""
+	line := func(p piece) ollamaResponse {
+		return ollamaResponse{Model: model, CreatedAt: now(), Response: &p.content, Thinking: p.reasoning}
+	}
 	if req.Prompt == "" && req.System == "" {
-		writeJSON(w, http.StatusOK, ollamaResponse{Model: model, CreatedAt: now(), Response: &empty,
-			Done: true, ollamaCounters: ollamaCounters{DoneReason: "load"}})
+		// Ollama's clients load a model with an empty prompt.
+		writeOllamaLoaded(w, line)
 		return
 	}
 	gen, err := s.ollamaGenerateRequest(&req)
@@ -266,9 +267,6 @@ func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gen.arrived = arrived
-	line := func(p piece) ollamaResponse {
-		return ollamaResponse{Model: model, CreatedAt: now(), Response: &p.content, Thinking: p.reasoning}
-	}
 	s.ollamaRespond(w, r, req.Stream, gen, line)
 }
 
@@ -299,6 +297,14 @@ func (s *Server) ollamaGenerateRequest(req *ollamaGenerateRequest) (*genRequest,
 		gen.rawReasoning = false
 	}
 	return gen, req.Options.apply(gen)
+}
+
+// writeOllamaLoaded answers a request that only asks for the model to be
+// loaded (it always is).
+func writeOllamaLoaded(w http.ResponseWriter, line func(piece) ollamaResponse) {
+	out := line(piece{})
+	out.Done, out.DoneReason = true, "load"
+	writeJSON(w, http.StatusOK, out)
 }
 
 // ollamaRespond runs gen and answers in NDJSON lines (stream absent or
