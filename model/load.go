@@ -12,7 +12,7 @@ import (
 
 // Options choose how a model is loaded.
 type Options struct {
-	Backend string // "cpu" or "auto" ("" = auto)
+	Backend string // "cpu", "cuda" or "auto" ("" = auto)
 	Threads int    // CPU workers; 0 = one per core
 	Context int    // cache positions; 0 = min(trained context, 4096)
 }
@@ -37,6 +37,9 @@ func (l *Loaded) Close() error {
 // NVIDIA GPU; an error says what to install when the driver or NVRTC is
 // missing), or "auto" (CUDA when a device is usable, else the CPU).
 func NewBackend(name string, threads int) (backend.Backend, error) {
+	if threads < 0 {
+		return nil, fmt.Errorf("threads: %d is negative (0: one per core)", threads)
+	}
 	switch name {
 	case "cpu":
 		return cpu.New(threads), nil

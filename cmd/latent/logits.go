@@ -66,7 +66,7 @@ func newLogitsCmd() *cobra.Command {
 
 // addLoadFlags adds the flags every command that runs a model shares.
 func addLoadFlags(cmd *cobra.Command, o *model.Options) {
-	cmd.Flags().StringVar(&o.Backend, "backend", "auto", "backend to run on: auto or cpu")
+	cmd.Flags().StringVar(&o.Backend, "backend", "auto", "backend to run on: auto (CUDA when a GPU is present), cpu or cuda")
 	cmd.Flags().IntVar(&o.Threads, "threads", 0, "CPU threads (0: one per core)")
 	cmd.Flags().IntVar(&o.Context, "ctx", 0, "context length to allocate (0: the smaller of the trained context and 4096)")
 }
