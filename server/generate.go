@@ -70,7 +70,9 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 		return nil, badRequest("", err.Error())
 	}
 
-	s.inflight.Add(1)
+	if !s.begin() {
+		return nil, context.Canceled // the server is shutting down
+	}
 	defer s.inflight.Done()
 	s.metrics.inflight.Inc()
 	defer s.metrics.inflight.Dec()

@@ -87,6 +87,7 @@ type scriptedNet struct {
 	pos      int
 	step     int // tokens generated since the prefill
 	forwards atomic.Int64
+	running  atomic.Int32 // forward passes under way
 }
 
 func newScriptedNet(m *Model, text string, ctx int) *scriptedNet {
@@ -101,6 +102,8 @@ func (n *scriptedNet) then(m *Model, text string) *scriptedNet {
 
 func (n *scriptedNet) Forward(tokens []int32, all bool) ([]float32, error) {
 	n.forwards.Add(1)
+	n.running.Add(1)
+	defer n.running.Add(-1)
 	if n.delay > 0 {
 		time.Sleep(n.delay)
 	}

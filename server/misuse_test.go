@@ -311,6 +311,29 @@ func TestDrain(t *testing.T) {
 			t.Error("still generating after the drain")
 		}
 	})
+
+	t.Run("waits for a forward pass under way", func(t *testing.T) {
+		// A prefill cannot be interrupted: Serve returns after it, so that
+		// the model may be freed, however short the drain bound.
+		net := newScriptedNet(m, "x", 1<<20)
+		net.delay = 2500 * time.Millisecond
+		ts := startServer(t, Config{Model: net.on(m), DrainTimeout: 100 * time.Millisecond})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if resp, err := httpClient().Post(ts.url+"/v1/chat/completions", "application/json", strings.NewReader(endless)); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		if !waitFor(5*time.Second, func() bool { return net.running.Load() == 1 }) {
+			t.Fatal("the prefill did not start")
+		}
+		ts.stop()
+		if n := net.running.Load(); n != 0 {
+			t.Errorf("Serve returned with %d forward passes under way", n)
+		}
+		<-done
+	})
 }
 
 func TestMetrics(t *testing.T) {

@@ -82,7 +82,10 @@ type Server struct {
 	// the generations still running when a drain runs out of time.
 	base       context.Context
 	cancelBase context.CancelFunc
-	inflight   sync.WaitGroup
+
+	mu       sync.Mutex
+	stopped  bool           // Serve is waiting for inflight: no new generations
+	inflight sync.WaitGroup // generations waiting for the model or running
 }
 
 // New makes a server for cfg.Model.
@@ -188,7 +191,8 @@ func (s *Server) authorize(h http.HandlerFunc) http.HandlerFunc {
 
 // Serve answers requests on ln until ctx ends, then stops accepting, lets
 // the requests in flight finish for up to DrainTimeout, cancels those still
-// running, and returns. It returns nil after a drain.
+// running, and returns once no generation uses the model. It returns nil
+// after a drain.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s,
@@ -201,7 +205,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { errc <- hs.Serve(ln) }()
 	select {
 	case err := <-errc:
-		s.cancelBase()
+		s.stopGenerations()
 		return err
 	case <-ctx.Done():
 	}
@@ -209,22 +213,42 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.log.Info("draining", "waiting", s.queue.depth(), "generating", s.queue.busy(), "bound", s.cfg.DrainTimeout)
 	dctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
-	err := hs.Shutdown(dctx)
-	if err != nil {
-		// Out of time: end the generations, then the connections.
-		s.cancelBase()
+	if err := hs.Shutdown(dctx); err != nil {
 		s.log.Warn("drain bound reached: cancelling the requests in flight")
-		done := make(chan struct{})
-		go func() { s.inflight.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(2 * time.Second):
+		// Cancelling ends generations at their next token; closing the
+		// connections frees those blocked writing to a client that stopped
+		// reading.
+		s.cancelBase()
+		if err := hs.Close(); err != nil {
+			s.log.Debug("closing the connections", "err", err)
 		}
-		hs.Close()
 	}
-	s.cancelBase()
+	s.stopGenerations()
 	<-errc // http.ErrServerClosed
 	return nil
+}
+
+// stopGenerations cancels the generations still running and waits for them:
+// a forward pass under way (a long prefill) runs to its end, and the caller
+// may free the model once Serve returns.
+func (s *Server) stopGenerations() {
+	s.cancelBase()
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.inflight.Wait()
+}
+
+// begin registers a generation with Serve's final wait; it is false once
+// Serve no longer waits, and then the generation must not run.
+func (s *Server) begin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
+	s.inflight.Add(1)
+	return true
 }
 
 // Close cancels every generation still running (for servers driven through
