@@ -134,7 +134,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	// A failed write means the client is gone: there is no one to tell.
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // maxBody bounds a request body (long conversations fit easily).

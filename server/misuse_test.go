@@ -38,6 +38,7 @@ func TestBadInputs(t *testing.T) {
 		{"role a number", "/v1/chat/completions", `{"messages":[{"role":1,"content":"hi"}]}`, 400, "messages.role", "must be a string"},
 		{"content a number", "/v1/chat/completions", `{"messages":[{"role":"user","content":5}]}`, 400, "messages[0].content", "not a number"},
 		{"stop a number", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stop":5}`, 400, "stop", "string or an array"},
+		{"stop too long", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stop":["x","` + strings.Repeat("y", 1025) + `"]}`, 400, "stop", "stop[1] is 1025 bytes long; at most 1024"},
 		{"empty messages", "/v1/chat/completions", `{"messages":[]}`, 400, "messages", "at least one message"},
 		{"no messages", "/v1/chat/completions", `{"model":"x"}`, 400, "messages", "missing"},
 		{"unknown role", "/v1/chat/completions", `{"messages":[{"role":"wizard","content":"hi"}]}`, 400, "messages[0].role", `"wizard" is not one of`},

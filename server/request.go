@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -41,11 +40,21 @@ func (s *stopList) UnmarshalJSON(b []byte) error {
 	return &fieldError{"stop", "must be a string or an array of strings"}
 }
 
-const maxStops = 16
+// Stop strings are bounded because matching a stop of n bytes that the
+// output keeps almost completing costs O(n²) per token.
+const (
+	maxStops   = 16
+	maxStopLen = 1024
+)
 
 func (s stopList) check() error {
 	if len(s) > maxStops {
 		return badRequest("stop", fmt.Sprintf("stop has %d strings; at most %d are allowed", len(s), maxStops))
+	}
+	for i, x := range s {
+		if len(x) > maxStopLen {
+			return badRequest("stop", fmt.Sprintf("stop[%d] is %d bytes long; at most %d are allowed", i, len(x), maxStopLen))
+		}
 	}
 	return nil
 }
@@ -212,7 +221,5 @@ func jsonValueKind(raw []byte) string {
 }
 
 func newID(prefix string) string {
-	var b [12]byte
-	rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
+	return prefix + strings.ToLower(rand.Text())
 }

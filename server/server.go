@@ -251,10 +251,6 @@ func (s *Server) begin() bool {
 	return true
 }
 
-// Close cancels every generation still running (for servers driven through
-// ServeHTTP alone, as in tests).
-func (s *Server) Close() { s.cancelBase() }
-
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"status":      "ok",
