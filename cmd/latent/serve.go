@@ -41,12 +41,15 @@ turns on the model in arrival order; when --queue of them are waiting, more get
 429. SIGINT or SIGTERM stops accepting requests and lets those in flight finish
 for up to --drain before exiting.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if port < 0 || port > 65535 {
 				return fmt.Errorf("--port %d is not a TCP port (0-65535)", port)
 			}
 			if queue < 1 {
 				return fmt.Errorf("--queue %d: give at least 1", queue)
+			}
+			if drain <= 0 {
+				return fmt.Errorf("--drain %v: give a positive duration", drain)
 			}
 			if apiKey == "" {
 				apiKey = os.Getenv("LATENT_API_KEY")
@@ -67,7 +70,11 @@ for up to --drain before exiting.`,
 			if err != nil {
 				return err
 			}
-			defer lm.Close()
+			defer func() {
+				if cerr := lm.Close(); cerr != nil && err == nil {
+					err = fmt.Errorf("close %s: %w", path, cerr)
+				}
+			}()
 
 			level := slog.LevelInfo
 			if verbose {

@@ -61,6 +61,19 @@ func startServe(t *testing.T, ctx context.Context, args ...string) (string, *syn
 	return "", nil, nil
 }
 
+// waitStopped waits for serve to return, without an error.
+func waitStopped(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
 // readmeServe returns the commands of the README's Serve section: the
 // serve command, and the curl commands.
 func readmeServe(t *testing.T) (serve []string, curls []string) {
@@ -152,14 +165,7 @@ func TestReadmeServeExamples(t *testing.T) {
 	}
 
 	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	waitStopped(t, done)
 	if !strings.Contains(out.String(), "latent: stopped") {
 		t.Errorf("no stop message:\n%s", out)
 	}
@@ -171,18 +177,10 @@ func TestServeStopsOnSIGTERM(t *testing.T) {
 	}
 	model := filepath.Join(goldenDir, "models", "tiny-youtu-q4_0.gguf")
 	_, out, done := startServe(t, context.Background(), model, "--port", "0", "--ctx", "128", "--drain", "2s")
-	p, _ := os.FindProcess(os.Getpid())
-	if err := p.Signal(syscall.SIGTERM); err != nil {
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop on SIGTERM")
-	}
+	waitStopped(t, done)
 	if !strings.Contains(out.String(), "draining") || !strings.Contains(out.String(), "latent: stopped") {
 		t.Errorf("output:\n%s", out)
 	}
@@ -197,6 +195,7 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"serve", "/nonexistent/model.gguf", "--port", "0"}, "/nonexistent/model.gguf"},
 		{[]string{"serve", model, "--port", "70000"}, "--port 70000 is not a TCP port"},
 		{[]string{"serve", model, "--queue", "0"}, "--queue 0"},
+		{[]string{"serve", model, "--drain", "-1s"}, "--drain -1s: give a positive duration"},
 		{[]string{"serve", model, "--host", "256.1.1.1", "--port", "0"}, "listen on 256.1.1.1:0"},
 		{[]string{"serve"}, "accepts 1 arg"},
 	}
