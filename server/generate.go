@@ -154,15 +154,13 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 	if !stopped {
 		send(stops.flush(dec.Flush()))
 	}
-	if r, c := split.Flush(); r != "" || c != "" {
-		if writeErr == nil {
-			if err := emit(piece{reasoning: r, content: c}); err != nil {
-				return nil, err
-			}
-		}
-	}
 	if writeErr != nil {
 		return nil, writeErr
+	}
+	if r, c := split.Flush(); r != "" || c != "" {
+		if err := emit(piece{reasoning: r, content: c}); err != nil {
+			return nil, err
+		}
 	}
 	res.total = time.Since(req.arrived)
 	if rate := res.DecodeRate(); rate > 0 {
