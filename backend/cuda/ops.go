@@ -353,7 +353,11 @@ func (b *Backend) recordMQ(w *weight, m *mq, ny int, bytes int64) {
 	if m.T > 1 {
 		nt, name = 8, "mmvq8_"
 	}
-	b.recordStruct(name+deviceTypes[w.typ], grid3(ceilDiv(int(m.N), 8*rpw), ny, ceilDiv(int(m.T), nt)), [3]uint32{256, 1, 1}, bytes, m.slots()...)
+	gx := ceilDiv(int(m.N), 8*rpw)
+	if m.xsrc != 0 { // one rounding per block: keep the blocks few (about 4 per SM) and let each walk many rows
+		gx = max(1, min(gx, ceilDiv(4*b.info.SMs, ny)))
+	}
+	b.recordStruct(name+deviceTypes[w.typ], grid3(gx, ny, ceilDiv(int(m.T), nt)), [3]uint32{256, 1, 1}, bytes, m.slots()...)
 	b.launches[len(b.launches)-1].mq = m
 	if m.xsrc != 0 {
 		nk := max(m.nsum, 1)
