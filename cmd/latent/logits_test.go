@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -84,6 +85,30 @@ func TestLogitsMatchLlamaCpp(t *testing.T) {
 				check("step "+strconv.Itoa(i), got.Steps[i].Logits, want.Steps[i].Logits)
 			}
 			t.Logf("%s: largest deviation %.3g (tolerance %g)", name, worst, tol)
+		})
+	}
+}
+
+// The CPU backend picks its kernels once per process from LATENT_CPU, so the
+// golden comparison runs again in a child test process for each forced set:
+// the SIMD kernels and the pure-Go fallback must each match llama.cpp.
+func TestLogitsMatchLlamaCppEveryKernelSet(t *testing.T) {
+	if os.Getenv("LATENT_CPU") != "" {
+		t.Skip("already running with a forced kernel set")
+	}
+	for _, set := range []string{"avx2", "generic"} {
+		t.Run(set, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestLogitsMatchLlamaCpp$", "-test.v")
+			cmd.Env = append(os.Environ(), "LATENT_CPU="+set)
+			out, err := cmd.CombinedOutput()
+			for _, line := range strings.Split(string(out), "\n") {
+				if strings.Contains(line, "deviation") || strings.Contains(line, "FAIL") || strings.Contains(line, "Δ") {
+					t.Log(strings.TrimSpace(line))
+				}
+			}
+			if err != nil {
+				t.Fatalf("LATENT_CPU=%s: %v", set, err)
+			}
 		})
 	}
 }
