@@ -1,0 +1,446 @@
+// Quantized matrix-vector products on integer dot products (dp4a), the
+// decode hot path. Activations are first rounded to 8-bit blocks by
+// quant_act exactly as ggml's CPU kernels round them (Q8_0: 32 values and an
+// f16 scale; Q8_K: 256 values, a float scale and sums of 16), so every
+// block's integer sum is exact and is scaled as ggml scales it.
+//
+// Q4_0 and Q8_0 weights are repacked at upload so that each row holds its
+// quant bytes first (16 or 32 per block, 16-byte aligned: one or two 16-byte
+// loads per block) and its f16 scales after. Q4_K and Q5_K blocks (144 and
+// 176 bytes) are already 16-byte multiples and are read as they are.
+
+struct MQ {
+    const u8* w;
+    i64 rowBytes, K, N;
+    const i8* xq;
+    const float* xd;
+    const int* xb;
+    i64 xrows, xY, xDiv;
+    float* y;
+    i64 ys, yY;
+    i64 T, acc;
+    const int* ids;
+    i64 wY;
+    const u8* w2;  // when set: y = silu(x·W) · (x·W2), gate and up in one pass
+    // Without xq (one token): each block rounds its input row itself, row R
+    // at xsrc + (R / xS)·xrs + (R % xS)·xseg, RMS-normalised when nw is set.
+    const float* xsrc;
+    i64 xrs, xS, xseg;
+    const float* nw;
+    float eps;
+    int mode;
+    // Weighted sum over picked experts (the MoE down projection): when nsum
+    // is set, problem py is a token and the kernel sums nsum experts'
+    // products, problem py·nsum + k weighted by wts[py·nsum + k], in order.
+    const float* wts;
+    i64 nsum;
+};
+
+__device__ __forceinline__ int dp4a(int a, int b, int c) {
+    int r;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+
+// quant_row rounds one row of L activations (RMS-normalised first when nw
+// is set) into 8-bit blocks: mode 3 Q8_0 (q, f16-rounded scales d), mode 4
+// Q8_K (q, float scales d, sums of 16 in bs). Thread c owns the 32 values
+// [32c, 32c+32) (and c + blockDim.x after them): all its loads are issued
+// at once and the row is read once, so the whole rounding costs about one
+// memory round trip. Every thread of the block must call it; red holds 32
+// floats; L ≤ 64·blockDim.x.
+__device__ __forceinline__ void quant_row(const float* x, int L, const float* nw, float eps, int mode, i8* qr, float* dr, int* br, float* red) {
+    const int nc = L / 32;
+    const bool vec = (((unsigned long long)x | (unsigned long long)(nw ? nw : x)) & 15) == 0;
+    float v[2][32];
+    float ss = 0.f;
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+        const int c = threadIdx.x + u * blockDim.x;
+#pragma unroll
+        for (int i = 0; i < 32; i++) v[u][i] = 0.f;
+        if (c < nc) {
+            if (vec) {
+                const float4* p = (const float4*)(x + 32 * c);
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    float4 f = p[k];
+                    v[u][4 * k] = f.x; v[u][4 * k + 1] = f.y; v[u][4 * k + 2] = f.z; v[u][4 * k + 3] = f.w;
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < 32; i++) v[u][i] = x[32 * c + i];
+            }
+#pragma unroll
+            for (int i = 0; i < 32; i++) ss += v[u][i] * v[u][i];
+        }
+    }
+    if (nw) {
+        // ss holds this thread's chunks summed in row_sumsq's order
+        float mean = block_sum(ss, red) / (float)L;
+        float scale = 1.f / sqrtf(mean + eps);
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int c = threadIdx.x + u * blockDim.x;
+            if (c < nc) {
+                if (vec) {
+                    const float4* p = (const float4*)(nw + 32 * c);
+#pragma unroll
+                    for (int k = 0; k < 8; k++) {
+                        float4 g = p[k];
+                        v[u][4 * k] = (v[u][4 * k] * scale) * g.x;
+                        v[u][4 * k + 1] = (v[u][4 * k + 1] * scale) * g.y;
+                        v[u][4 * k + 2] = (v[u][4 * k + 2] * scale) * g.z;
+                        v[u][4 * k + 3] = (v[u][4 * k + 3] * scale) * g.w;
+                    }
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 32; i++) v[u][i] = (v[u][i] * scale) * nw[32 * c + i];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+        const int c = threadIdx.x + u * blockDim.x;
+        const bool ok = c < nc;
+        float amax = 0.f, mx = 0.f;
+        int at = 1 << 30;
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            float a = fabsf(v[u][i]);
+            if (a > amax) { amax = a; mx = v[u][i]; at = i; }
+        }
+        int qs[8];
+        if (mode == 3) {
+            float dh = round_f16(amax / 127.f);
+            float id = amax != 0.f ? 127.f / amax : 0.f;
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                int w = 0;
+#pragma unroll
+                for (int j = 0; j < 4; j++) w |= ((int)rintf(v[u][4 * k + j] * id) & 255) << (8 * j);
+                qs[k] = w;
+            }
+            if (ok) {
+                ((int4*)(qr + 32 * c))[0] = make_int4(qs[0], qs[1], qs[2], qs[3]);
+                ((int4*)(qr + 32 * c))[1] = make_int4(qs[4], qs[5], qs[6], qs[7]);
+                dr[c] = dh;
+            }
+        } else {
+            // the block's first value of largest magnitude, over its 8 chunks (8 lanes)
+            at += (c & 7) * 32;
+#pragma unroll
+            for (int o = 4; o > 0; o >>= 1) {
+                float a2 = __shfl_xor_sync(0xffffffffu, amax, o);
+                float m2 = __shfl_xor_sync(0xffffffffu, mx, o);
+                int at2 = __shfl_xor_sync(0xffffffffu, at, o);
+                if (a2 > amax || (a2 == amax && at2 < at)) { amax = a2; mx = m2; at = at2; }
+            }
+            float iscale = amax != 0.f ? -127.f / mx : 0.f;
+            int s0 = 0, s1 = 0;
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                int w = 0;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    int qi = (int)fminf(127.f, rintf(iscale * v[u][4 * k + j]));
+                    if (k < 4) s0 += qi; else s1 += qi;
+                    w |= (qi & 255) << (8 * j);
+                }
+                qs[k] = w;
+            }
+            if (ok) {
+                ((int4*)(qr + 32 * c))[0] = make_int4(qs[0], qs[1], qs[2], qs[3]);
+                ((int4*)(qr + 32 * c))[1] = make_int4(qs[4], qs[5], qs[6], qs[7]);
+                br[2 * c] = s0;
+                br[2 * c + 1] = s1;
+                if ((c & 7) == 0) dr[c >> 3] = amax != 0.f ? 1.f / iscale : 0.f;
+            }
+        }
+    }
+}
+
+// quant_act rounds rows of activations for a batch: row R = r·S + s is
+// segment s of input row r.
+extern "C" __global__ void quant_act(i8* q, float* d, int* bs, const float* src, i64 rs, i64 segs, int S, int L,
+                                     const float* nw, float eps, int mode) {
+    __shared__ float red[32];
+    const int R = blockIdx.x, r = R / S, s = R % S;
+    const int blk = mode == 3 ? 32 : 256;
+    quant_row(src + r * rs + s * segs, L, nw, eps, mode, q + (i64)R * L, d + (i64)R * (L / blk), bs ? bs + (i64)R * (L / 16) : nullptr, red);
+}
+
+__device__ __forceinline__ int ld32u(const u8* p) {  // 2-byte aligned
+    const u16* h = (const u16*)p;
+    return (int)((u32)h[0] | ((u32)h[1] << 16));
+}
+
+// Per type: QB values per block, rows per warp, and the dot product of
+// weight block b of a row with one token's 8-bit block (a, its scale da,
+// its sums of 16 bs).
+template <int TY> struct QT;
+
+template <> struct QT<T_Q4_0> {
+    static constexpr int STRIDE = 16;  // bytes between blocks' quants in a row
+    static constexpr int QB = 32, RPW = 1;
+    __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
+        int4 q = *(const int4*)(row + 16 * b);
+        float dw = h2f(((const u16*)(row + 16 * nb))[b]);
+        int4 a0 = ((const int4*)a)[0], a1 = ((const int4*)a)[1];
+        int s = 0;
+        s = dp4a(q.x & 0x0F0F0F0F, a0.x, s);
+        s = dp4a(q.y & 0x0F0F0F0F, a0.y, s);
+        s = dp4a(q.z & 0x0F0F0F0F, a0.z, s);
+        s = dp4a(q.w & 0x0F0F0F0F, a0.w, s);
+        s = dp4a((q.x >> 4) & 0x0F0F0F0F, a1.x, s);
+        s = dp4a((q.y >> 4) & 0x0F0F0F0F, a1.y, s);
+        s = dp4a((q.z >> 4) & 0x0F0F0F0F, a1.z, s);
+        s = dp4a((q.w >> 4) & 0x0F0F0F0F, a1.w, s);
+        int as = 0;
+        as = dp4a(0x01010101, a0.x, as);
+        as = dp4a(0x01010101, a0.y, as);
+        as = dp4a(0x01010101, a0.z, as);
+        as = dp4a(0x01010101, a0.w, as);
+        as = dp4a(0x01010101, a1.x, as);
+        as = dp4a(0x01010101, a1.y, as);
+        as = dp4a(0x01010101, a1.z, as);
+        as = dp4a(0x01010101, a1.w, as);
+        return (float)(s - 8 * as) * dw * da;
+    }
+};
+
+template <> struct QT<T_Q8_0> {
+    static constexpr int STRIDE = 32;  // bytes between blocks' quants in a row
+    static constexpr int QB = 32, RPW = 1;
+    __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
+        int4 q0 = *(const int4*)(row + 32 * b), q1 = *(const int4*)(row + 32 * b + 16);
+        float dw = h2f(((const u16*)(row + 32 * nb))[b]);
+        int4 a0 = ((const int4*)a)[0], a1 = ((const int4*)a)[1];
+        int s = 0;
+        s = dp4a(q0.x, a0.x, s);
+        s = dp4a(q0.y, a0.y, s);
+        s = dp4a(q0.z, a0.z, s);
+        s = dp4a(q0.w, a0.w, s);
+        s = dp4a(q1.x, a1.x, s);
+        s = dp4a(q1.y, a1.y, s);
+        s = dp4a(q1.z, a1.z, s);
+        s = dp4a(q1.w, a1.w, s);
+        return (float)s * (dw * da);
+    }
+};
+
+__device__ __forceinline__ void kscales8(const int4& h, int* sc, int* m) {
+    u32 s0 = (u32)h.y, s1 = (u32)h.z, s2 = (u32)h.w;  // the 12 scale bytes
+    u8 s[12];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        s[i] = (s0 >> (8 * i)) & 255;
+        s[4 + i] = (s1 >> (8 * i)) & 255;
+        s[8 + i] = (s2 >> (8 * i)) & 255;
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        sc[k] = s[k] & 63;
+        m[k] = s[4 + k] & 63;
+        sc[4 + k] = (s[8 + k] & 15) | ((s[k] >> 6) << 4);
+        m[4 + k] = (s[8 + k] >> 4) | ((s[4 + k] >> 6) << 4);
+    }
+}
+
+template <> struct QT<T_Q4_K> {
+    static constexpr int STRIDE = 144;  // bytes between blocks' quants in a row
+    static constexpr int QB = 256, RPW = 4;
+    __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
+        const int4* blk = (const int4*)(row + 144 * b);
+        int4 h = blk[0];
+        int sc[8], m[8];
+        kscales8(h, sc, m);
+        const int4* av = (const int4*)a;
+        int aux = 0;
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            int4 q0 = blk[1 + 2 * c], q1 = blk[2 + 2 * c];
+            int4 l0 = av[4 * c], l1 = av[4 * c + 1], h0 = av[4 * c + 2], h1 = av[4 * c + 3];
+            int lo = 0, hi = 0;
+            lo = dp4a(q0.x & 0x0F0F0F0F, l0.x, lo);
+            lo = dp4a(q0.y & 0x0F0F0F0F, l0.y, lo);
+            lo = dp4a(q0.z & 0x0F0F0F0F, l0.z, lo);
+            lo = dp4a(q0.w & 0x0F0F0F0F, l0.w, lo);
+            lo = dp4a(q1.x & 0x0F0F0F0F, l1.x, lo);
+            lo = dp4a(q1.y & 0x0F0F0F0F, l1.y, lo);
+            lo = dp4a(q1.z & 0x0F0F0F0F, l1.z, lo);
+            lo = dp4a(q1.w & 0x0F0F0F0F, l1.w, lo);
+            hi = dp4a((q0.x >> 4) & 0x0F0F0F0F, h0.x, hi);
+            hi = dp4a((q0.y >> 4) & 0x0F0F0F0F, h0.y, hi);
+            hi = dp4a((q0.z >> 4) & 0x0F0F0F0F, h0.z, hi);
+            hi = dp4a((q0.w >> 4) & 0x0F0F0F0F, h0.w, hi);
+            hi = dp4a((q1.x >> 4) & 0x0F0F0F0F, h1.x, hi);
+            hi = dp4a((q1.y >> 4) & 0x0F0F0F0F, h1.y, hi);
+            hi = dp4a((q1.z >> 4) & 0x0F0F0F0F, h1.z, hi);
+            hi = dp4a((q1.w >> 4) & 0x0F0F0F0F, h1.w, hi);
+            aux += sc[2 * c] * lo + sc[2 * c + 1] * hi;
+        }
+        int summ = 0;
+#pragma unroll
+        for (int j = 0; j < 8; j++) summ += m[j] * (bs[2 * j] + bs[2 * j + 1]);
+        float d = h2f((u16)(h.x & 0xffff)) * da, dmin = h2f((u16)((u32)h.x >> 16)) * da;
+        return d * (float)aux - dmin * (float)summ;
+    }
+};
+
+template <> struct QT<T_Q5_K> {
+    static constexpr int STRIDE = 176;  // bytes between blocks' quants in a row
+    static constexpr int QB = 256, RPW = 4;
+    __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
+        const int4* blk = (const int4*)(row + 176 * b);
+        int4 h = blk[0];
+        int sc[8], m[8];
+        kscales8(h, sc, m);
+        int4 qh0 = blk[1], qh1 = blk[2];
+        int qh[8] = {qh0.x, qh0.y, qh0.z, qh0.w, qh1.x, qh1.y, qh1.z, qh1.w};
+        const int4* av = (const int4*)a;
+        int aux = 0;
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            int4 q0 = blk[3 + 2 * c], q1 = blk[4 + 2 * c];
+            int q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+            int4 l0 = av[4 * c], l1 = av[4 * c + 1], h0 = av[4 * c + 2], h1 = av[4 * c + 3];
+            int al[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+            int ah[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+            int lo = 0, hi = 0;
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                int vl = (q[k] & 0x0F0F0F0F) | (((qh[k] >> (2 * c)) & 0x01010101) << 4);
+                int vh = ((q[k] >> 4) & 0x0F0F0F0F) | (((qh[k] >> (2 * c + 1)) & 0x01010101) << 4);
+                lo = dp4a(vl, al[k], lo);
+                hi = dp4a(vh, ah[k], hi);
+            }
+            aux += sc[2 * c] * lo + sc[2 * c + 1] * hi;
+        }
+        int summ = 0;
+#pragma unroll
+        for (int j = 0; j < 8; j++) summ += m[j] * (bs[2 * j] + bs[2 * j + 1]);
+        float d = h2f((u16)(h.x & 0xffff)) * da, dmin = h2f((u16)((u32)h.x >> 16)) * da;
+        return d * (float)aux - dmin * (float)summ;
+    }
+};
+
+template <> struct QT<T_Q6_K> {
+    static constexpr int STRIDE = 210;  // bytes between blocks' quants in a row
+    static constexpr int QB = 256, RPW = 4;
+    __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
+        const u8* blk = row + 210 * b;
+        const u8* ql = blk;
+        const u8* qh = blk + 128;
+        const i8* scales = (const i8*)(blk + 192);
+        const int* ai = (const int*)a;
+        int aux = 0;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                int s0 = 0, s1 = 0;
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    int qlw = ld32u(ql + 64 * h + 32 * (s & 1) + 4 * k);
+                    int qhw = ld32u(qh + 32 * h + 4 * k);
+                    int q = ((qlw >> (4 * (s >> 1))) & 0x0F0F0F0F) | (((qhw >> (2 * s)) & 0x03030303) << 4);
+                    if (k < 4) s0 = dp4a(q, ai[32 * h + 8 * s + k], s0);
+                    else s1 = dp4a(q, ai[32 * h + 8 * s + k], s1);
+                }
+                int g = 8 * h + 2 * s;
+                aux += (int)scales[g] * (s0 - 32 * bs[g]) + (int)scales[g + 1] * (s1 - 32 * bs[g + 1]);
+            }
+        }
+        float d = h2f(*(const u16*)(blk + 208)) * da;
+        return d * (float)aux;
+    }
+};
+
+// mmvq: each warp computes RPW rows (32/RPW lanes per row, each lane whole
+// quant blocks), for NT tokens from blockIdx.z·NT; problems on blockIdx.y.
+template <int TY, int NT> __device__ __forceinline__ void mmvq_impl(const MQ& p) {
+    constexpr int QB = QT<TY>::QB, RPW = QT<TY>::RPW, LPR = 32 / RPW;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int sub = lane / LPR, l = lane % LPR;
+    const int py = blockIdx.y, t0 = blockIdx.z * NT;
+    const int nb = (int)(p.K / QB);
+    const int nk = p.nsum ? (int)p.nsum : 1;  // products summed by this warp
+    // one token: round this block's input rows into shared memory once; the
+    // block then walks its rows (a persistent grid: few blocks, many rows)
+    extern __shared__ __align__(16) u8 smem[];
+    __shared__ float red[32];
+    const bool local = NT == 1 && p.xsrc != nullptr;
+    const int K = (int)p.K;
+    i8* sq = (i8*)smem;
+    float* sd = (float*)(smem + nk * K);
+    int* sbs = (int*)(smem + nk * K + 4 * nk * (K / 32));
+    if (local) {
+        for (int k = 0; k < nk; k++) {
+            const int pk = p.nsum ? py * nk + k : py;
+            const i64 R = (pk / p.xDiv) * p.xY;
+            quant_row(p.xsrc + (R / p.xS) * p.xrs + (R % p.xS) * p.xseg, K, p.nw, p.eps, p.mode, sq + k * K,
+                      sd + k * (K / QB), sbs + k * (K / 16), red);
+        }
+        __syncthreads();
+    }
+    const i64 rpb = (i64)(blockDim.x >> 5) * RPW;
+    for (i64 base = (i64)blockIdx.x * rpb; base < p.N; base += (i64)gridDim.x * rpb) {
+        const i64 o = base + warp * RPW + sub;
+        const bool valid = o < p.N;
+        const i64 oo = valid ? o : p.N - 1;
+        float total[NT];
+#pragma unroll
+        for (int t = 0; t < NT; t++) total[t] = 0.f;
+        for (int k = 0; k < nk; k++) {
+            const int pk = p.nsum ? py * nk + k : py;
+            const i64 wrow = (p.ids ? (i64)p.ids[pk] : (i64)pk) * p.wY + oo;
+            const u8* row = p.w + wrow * p.rowBytes;
+            const u8* row2 = p.w2 ? p.w2 + wrow * p.rowBytes : nullptr;
+            const i64 R0 = (pk / p.xDiv) * p.xY;
+            float acc[NT], acc2[NT];
+#pragma unroll
+            for (int t = 0; t < NT; t++) acc[t] = acc2[t] = 0.f;
+#pragma unroll 4
+            for (int b = l; b < nb; b += LPR) {
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    if (NT > 1 && t0 + t >= p.T) break;
+                    const i64 R = R0 + (i64)(t0 + t) * p.xrows;
+                    const i8* a = local ? sq + k * K + b * QB : p.xq + R * p.K + (i64)b * QB;
+                    const float da = local ? sd[k * (K / QB) + b] : p.xd[R * nb + b];
+                    const int* bs = QB == 256 ? (local ? sbs + k * (K / 16) + b * 16 : p.xb + R * (p.K / 16) + b * 16) : nullptr;
+                    acc[t] += QT<TY>::dot(row, b, nb, a, da, bs);
+                    if (row2) acc2[t] += QT<TY>::dot(row2, b, nb, a, da, bs);
+                }
+            }
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+#pragma unroll
+                for (int off = LPR / 2; off > 0; off >>= 1) {
+                    acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], off);
+                    acc2[t] += __shfl_xor_sync(0xffffffffu, acc2[t], off);
+                }
+                float v = acc[t];
+                if (row2) v = v / (1.f + expf(-v)) * acc2[t];
+                total[t] = p.nsum ? total[t] + p.wts[pk] * v : v;
+            }
+        }
+        if (l == 0 && valid) {
+            float* y = p.y + py * p.yY;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                if (t0 + t >= p.T) break;
+                float* d = y + (i64)(t0 + t) * p.ys + o;
+                *d = p.acc ? *d + total[t] : total[t];
+            }
+        }
+    }
+}
+
+#define INSTANTIATE_Q(TY)                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) mmvq1_##TY(MQ p) { mmvq_impl<TY, 1>(p); } \
+    extern "C" __global__ void __launch_bounds__(256) mmvq8_##TY(MQ p) { mmvq_impl<TY, 8>(p); }
+
+FAST_TYPES(INSTANTIATE_Q)
