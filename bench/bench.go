@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/latent-ai/latent/backend"
+	"github.com/latent-ai/latent/engine"
 )
 
 // Model is what a benchmark drives: a batched forward pass over the next
@@ -110,14 +111,14 @@ func Run(m Model, be backend.Backend, modelName string, o Options) ([]Result, er
 			}
 			pre = append(pre, float64(o.Prefill)/time.Since(start).Seconds())
 
-			next := []int32{argmax(logits)}
+			next := []int32{engine.Argmax(logits)}
 			launches := count(be)
 			start = time.Now()
 			for i := 0; i < o.Decode; i++ {
 				if logits, err = m.Forward(next, false); err != nil {
 					return nil, fmt.Errorf("bench: decode step %d: %w", i, err)
 				}
-				next[0] = argmax(logits)
+				next[0] = engine.Argmax(logits)
 			}
 			dec = append(dec, float64(o.Decode)/time.Since(start).Seconds())
 			kern = append(kern, float64(count(be)-launches)/float64(o.Decode))
@@ -139,16 +140,6 @@ func count(be backend.Backend) uint64 {
 		return c.Launches()
 	}
 	return 0
-}
-
-func argmax(x []float32) int32 {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return int32(best)
 }
 
 func median(x []float64) float64 {
