@@ -56,7 +56,7 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 			sizes = append(sizes, 32, 64, 96, 192) // fewer blocks than a SIMD step
 		}
 		for _, n := range sizes {
-			const R, T = 4, 6
+			const R, T = 8, 6
 			var w []byte
 			for i := 0; i < R; i++ {
 				w = append(w, randomRow(t, r, typ, n)...)
@@ -106,9 +106,26 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 			var out [16]float32
 			for tk := 0; k.rows4 != nil && tk < T; tk++ {
 				k.rows4(w, rb, a.row(tk), &out)
-				for ri := 0; ri < R; ri++ {
+				for ri := 0; ri < 4; ri++ {
 					if g := gen.one(w[ri*rb:(ri+1)*rb], a.row(tk)); out[ri] != g {
 						t.Errorf("%s n=%d row %d token %d: four-row kernel %g, Go kernel %g", typ, n, ri, tk, out[ri], g)
+					}
+				}
+			}
+			for tk := 0; k.rows8 != nil && tk < T; tk++ {
+				k.rows8(w, rb, a.row(tk), &out)
+				for ri := 0; ri < 8; ri++ {
+					if g := gen.one(w[ri*rb:(ri+1)*rb], a.row(tk)); out[ri] != g {
+						t.Errorf("%s n=%d row %d token %d: eight-row kernel %g, Go kernel %g", typ, n, ri, tk, out[ri], g)
+					}
+				}
+			}
+			if k.tile8 != nil {
+				k.tile8(w, rb, a, 3, &out)
+				for i, v := range out {
+					tk, ri := 3+i/8, i%8
+					if g := gen.one(w[ri*rb:(ri+1)*rb], a.row(tk)); v != g {
+						t.Errorf("%s n=%d row %d token %d: 8×2 tile kernel %g, Go kernel %g", typ, n, ri, tk, v, g)
 					}
 				}
 			}

@@ -139,6 +139,27 @@ type mmJob struct {
 func (j *mmJob) do(lo, hi, worker int) {
 	w, a := j.w, j.a
 	rb := w.rowBytes
+	if j.kern.rows8 != nil {
+		// Eight rows at a time, by two tokens while there are two.
+		out := &j.c.tiles[worker]
+		for ; lo+8 <= hi; lo += 8 {
+			r := j.rowOff + lo
+			rows := w.data[r*rb : (r+8)*rb]
+			t := 0
+			for ; t+2 <= a.rows; t += 2 {
+				j.kern.tile8(rows, rb, a, t, out)
+				for i := 0; i < 16; i++ {
+					j.put(t+i/8, lo+i%8, out[i])
+				}
+			}
+			if t < a.rows {
+				j.kern.rows8(rows, rb, a.row(t), out)
+				for i := 0; i < 8; i++ {
+					j.put(t, lo+i, out[i])
+				}
+			}
+		}
+	}
 	if j.kern.rows4 != nil {
 		// Four rows at a time, by four tokens while there are four; the
 		// rest as below.
@@ -217,5 +238,9 @@ func (c *CPU) matmul(d *tensor, dstOff, out int, w *weight, rowOff int, s *tenso
 		c.tiles = make([][16]float32, c.pool.n)
 	}
 	c.mm = mmJob{c: c, d: d, dstOff: dstOff, w: w, rowOff: rowOff, a: &c.act, kern: kern, accumulate: accumulate}
-	c.pool.run(out, split(out, c.pool.n, 4), &c.mm)
+	align := 4
+	if kern.rows8 != nil {
+		align = 8
+	}
+	c.pool.run(out, split(out, c.pool.n, align), &c.mm)
 }

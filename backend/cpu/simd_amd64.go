@@ -15,7 +15,7 @@ func addSIMDKernels(ks map[quant.Type]kernel, force string) string {
 	if !(cpu.X86.HasAVX2 && cpu.X86.HasFMA) {
 		return "generic"
 	}
-	ks[quant.Q4_0] = kernel{one: dotQ4_0Go, rows4: dotQ4_0Rows4, tile: dotQ4_0Tile}
+	ks[quant.Q4_0] = kernel{one: dotQ4_0Go, rows4: dotQ4_0Rows4, tile: dotQ4_0Tile, rows8: dotQ4_0Rows8, tile8: dotQ4_0Tile8}
 	ks[quant.Q8_0] = kernel{one: dotQ8_0AVX2, four: dotQ8_0x4}
 	return "avx2"
 }
@@ -47,6 +47,18 @@ func dotQ4_0Tile(w []byte, rowBytes int, a *acts, t int, out *[16]float32) {
 	_ = a.rs[t+3]
 	_ = w[3*rowBytes+18*len(r.d)-1]
 	dotQ4_0r4x4AVX2(&w[0], rowBytes, &r.qs[0], &r.d[0], &r.b8[0], len(r.d), a.k, &out[0])
+}
+
+func dotQ4_0Rows8(w []byte, rowBytes int, a arow, out *[16]float32) {
+	_ = w[7*rowBytes+18*len(a.d)-1]
+	dotQ4_0r8x1AVX2(&w[0], rowBytes, &a.qs[0], &a.d[0], &a.b8[0], len(a.d), len(a.qs), &out[0])
+}
+
+func dotQ4_0Tile8(w []byte, rowBytes int, a *acts, t int, out *[16]float32) {
+	r := &a.rs[t]
+	_ = a.rs[t+1]
+	_ = w[7*rowBytes+18*len(r.d)-1]
+	dotQ4_0r8x2AVX2(&w[0], rowBytes, &r.qs[0], &r.d[0], &r.b8[0], len(r.d), a.k, &out[0])
 }
 
 // simdVecOps returns the AVX2 forms of dotF32VecGo and fmaAxpyGo, or nils.

@@ -36,6 +36,9 @@ func main() {
 	for _, n := range []int{1, 4} {
 		dotQ4_0Rows4AVX2(n, nibbles, ones)
 	}
+	for _, n := range []int{1, 2} {
+		dotQ4_0Rows8AVX2(n, nibbles, ones)
+	}
 	dotF32VecAVX2()
 	fmaAxpyAVX2()
 	Generate()
@@ -236,6 +239,125 @@ func dotQ4_0Rows4AVX2(n int, nibbles, ones Mem) {
 	out := Mem{Base: Load(Param("out"), GP64())}
 	for t := 0; t < n; t++ {
 		VMOVUPS(acc[t], out.Offset(16*t))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// dotQ4_0Rows8AVX2 emits dotQ4_0r8x{n}AVX2: eight Q4_0 weight rows
+// (wstride bytes apart) by n tokens, in the same order as dotQ4_0Rows4AVX2
+// (one fma chain per output, block after block) with the eight rows in the
+// eight float lanes of a YMM register, so one VCVTPH2PS, VMULPS and VFMADD
+// serve eight rows.
+//
+// Per block, rows r and r+4 share a register: row r's 16 nibble bytes in
+// the low half, row r+4's in the high half (a load and a VINSERTI128).
+// Their low nibbles multiply the token's values 0..15 and their high
+// nibbles values 16..31, each broadcast to both halves; VPMADDUBSW gives
+// int16 pair sums (at most 2·15·127, so adding the low and high products
+// cannot overflow), VPMADDWD widens to four int32 partial sums per row, and
+// three VPHADDD reduce the four registers to the eight rows' block sums in
+// row order. The scales of the eight rows are gathered with VPINSRW.
+func dotQ4_0Rows8AVX2(n int, nibbles, ones Mem) {
+	name := fmt.Sprintf("dotQ4_0r8x%dAVX2", n)
+	TEXT(name, NOSPLIT, "func(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)")
+	Doc(fmt.Sprintf("%s writes out[8t+r], the dot products of Q4_0 rows r = 0..7 (wstride bytes apart, nb blocks) with tokens t < %d (Q8_0 activations k bytes apart in qs, k/8 in d and b8).", name, n))
+	Pragma("noescape")
+	b0 := Load(Param("w"), GP64())
+	ws := Load(Param("wstride"), GP64())
+	ws3, b4 := GP64(), GP64()
+	LEAQ(Mem{Base: ws, Index: ws, Scale: 2}, ws3)
+	LEAQ(Mem{Base: b0, Index: ws, Scale: 4}, b4)
+	var rows [8]Mem
+	for i, b := range []Register{b0, b4} {
+		rows[4*i] = Mem{Base: b}
+		rows[4*i+1] = Mem{Base: b, Index: ws, Scale: 1}
+		rows[4*i+2] = Mem{Base: b, Index: ws, Scale: 2}
+		rows[4*i+3] = Mem{Base: b, Index: ws3, Scale: 1}
+	}
+	qs := Mem{Base: Load(Param("qs"), GP64())}
+	d := Mem{Base: Load(Param("d"), GP64())}
+	b8 := Mem{Base: Load(Param("b8"), GP64())}
+	nb := Load(Param("nb"), GP64())
+	k := Load(Param("k"), GP64())
+	kd := GP64()
+	MOVQ(k, kd)
+	SHRQ(U8(3), kd)
+	acc := make([]VecVirtual, n)
+	for i := range acc {
+		acc[i] = YMM()
+		VXORPS(acc[i], acc[i], acc[i])
+	}
+
+	Label(name + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	g := GP32()
+	MOVWLZX(rows[0], g)
+	h := XMM()
+	VMOVD(g, h)
+	for r := 1; r < 8; r++ {
+		VPINSRW(U8(r), rows[r], h, h)
+	}
+	dw := YMM()
+	VCVTPH2PS(h, dw)
+	var lo, hi [4]VecVirtual
+	for p := 0; p < 4; p++ {
+		lo[p], hi[p] = YMM(), YMM()
+		VMOVDQU(rows[p].Offset(2), lo[p].AsX())
+		VINSERTI128(U8(1), rows[p+4].Offset(2), lo[p], lo[p])
+		VPSRLW(U8(4), lo[p], hi[p])
+		VPAND(nibbles, lo[p], lo[p])
+		VPAND(nibbles, hi[p], hi[p])
+	}
+	for t := 0; t < n; t++ {
+		aLo, aHi := YMM(), YMM()
+		var ta, tb Mem
+		if t == 0 {
+			ta, tb = qs, d
+		} else {
+			ta = Mem{Base: qs.Base, Index: k, Scale: 1}
+			tb = Mem{Base: d.Base, Index: kd, Scale: 1}
+		}
+		VBROADCASTI128(ta, aLo)
+		VBROADCASTI128(ta.Offset(16), aHi)
+		var x [4]VecVirtual
+		for p := 0; p < 4; p++ {
+			x[p] = YMM()
+			u := YMM()
+			VPMADDUBSW(aLo, lo[p], x[p])
+			VPMADDUBSW(aHi, hi[p], u)
+			VPADDW(u, x[p], x[p])
+			VPMADDWD(ones, x[p], x[p])
+		}
+		VPHADDD(x[1], x[0], x[0])
+		VPHADDD(x[3], x[2], x[2])
+		VPHADDD(x[2], x[0], x[0])
+		off := YMM()
+		bt := b8
+		if t > 0 {
+			bt = Mem{Base: b8.Base, Index: kd, Scale: 1}
+		}
+		VPBROADCASTD(bt, off)
+		VPSUBD(off, x[0], x[0])
+		VCVTDQ2PS(x[0], x[0])
+		sc := YMM()
+		VBROADCASTSS(tb, sc)
+		VMULPS(sc, dw, sc) // d_w·d_a
+		VFMADD231PS(sc, x[0], acc[t])
+	}
+	ADDQ(U32(18), b0)
+	ADDQ(U32(18), b4)
+	ADDQ(U32(32), qs.Base)
+	ADDQ(U32(4), d.Base)
+	ADDQ(U32(4), b8.Base)
+	DECQ(nb)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	out := Mem{Base: Load(Param("out"), GP64())}
+	for t := 0; t < n; t++ {
+		VMOVUPS(acc[t], out.Offset(32*t))
 	}
 	VZEROUPPER()
 	RET()
