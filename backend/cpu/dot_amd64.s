@@ -382,7 +382,7 @@ dotQ4_0r4x4AVX2_done:
 	RET
 
 // func dotQ4_0r8x1AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotQ4_0r8x1AVX2(SB), NOSPLIT, $0-64
 	MOVQ   w+0(FP), AX
 	MOVQ   wstride+8(FP), CX
@@ -409,6 +409,14 @@ dotQ4_0r8x1AVX2_loop:
 	VPINSRW        $0x06, (BX)(CX*2), X1, X1
 	VPINSRW        $0x07, (BX)(DX*1), X1, X1
 	VCVTPH2PS      X1, Y1
+	PREFETCHT0     256(AX)
+	PREFETCHT0     256(AX)(CX*1)
+	PREFETCHT0     256(AX)(CX*2)
+	PREFETCHT0     256(AX)(DX*1)
+	PREFETCHT0     256(BX)
+	PREFETCHT0     256(BX)(CX*1)
+	PREFETCHT0     256(BX)(CX*2)
+	PREFETCHT0     256(BX)(DX*1)
 	VMOVDQU        2(AX), X2
 	VINSERTI128    $0x01, 2(BX), Y2, Y2
 	VPSRLW         $0x04, Y2, Y3
