@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"os"
 
 	"github.com/latent-ai/latent/quant"
 )
@@ -93,6 +94,31 @@ func quantQ8_0(x []float32, qs []int8) float32 {
 		qs[i] = int8(math.RoundToEven(float64(v * id)))
 	}
 	return quant.F16ToF32(quant.F32ToF16(amax / 127))
+}
+
+// quantRowQ8_0Go quantizes len(d) blocks of x with quantQ8_0 into qs and d,
+// and puts 8× each block's sum in b8 (what the Q4_0 kernels subtract).
+func quantRowQ8_0Go(x []float32, qs []int8, d []float32, b8 []int32) {
+	for b := range d {
+		q := qs[32*b : 32*b+32]
+		d[b] = quantQ8_0(x[32*b:32*b+32], q)
+		var sum int32
+		for _, v := range q {
+			sum += int32(v)
+		}
+		b8[b] = 8 * sum
+	}
+}
+
+// quantRowQ8_0 is quantRowQ8_0Go in assembly where the CPU has AVX2 (the
+// same bits); LATENT_CPU=generic forces the Go.
+var quantRowQ8_0 = chooseQuantQ8_0(os.Getenv("LATENT_CPU"))
+
+func chooseQuantQ8_0(force string) func(x []float32, qs []int8, d []float32, b8 []int32) {
+	if f := simdQuantQ8_0(); f != nil && force != "generic" {
+		return f
+	}
+	return quantRowQ8_0Go
 }
 
 // roundQ8K is quantize_row_q8_K: blocks of 256, the value of largest

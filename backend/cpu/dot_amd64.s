@@ -659,3 +659,95 @@ fmaAxpy_loop:
 fmaAxpy_done:
 	VZEROUPPER
 	RET
+
+// func quantQ8_0AVX2(x *float32, qs *int8, d *float32, b8 *int32, nb int)
+// Requires: AVX, AVX2, F16C
+TEXT ·quantQ8_0AVX2(SB), NOSPLIT, $0-40
+	MOVQ         x+0(FP), AX
+	MOVQ         qs+8(FP), CX
+	MOVQ         d+16(FP), DX
+	MOVQ         b8+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	VBROADCASTSS absMaskF32<>+0(SB), Y0
+	VMOVDQU      packOrder<>+0(SB), Y1
+
+quantQ8_0_loop:
+	TESTQ        SI, SI
+	JZ           quantQ8_0_done
+	VMOVUPS      (AX), Y2
+	VANDPS       Y0, Y2, Y3
+	VMOVUPS      32(AX), Y4
+	VANDPS       Y0, Y4, Y5
+	VMOVUPS      64(AX), Y6
+	VANDPS       Y0, Y6, Y7
+	VMOVUPS      96(AX), Y8
+	VANDPS       Y0, Y8, Y9
+	VMAXPS       Y5, Y3, Y3
+	VMAXPS       Y9, Y7, Y7
+	VMAXPS       Y7, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X5
+	VMAXPS       X5, X3, X3
+	VMOVHLPS     X3, X3, X5
+	VMAXPS       X5, X3, X3
+	VMOVSHDUP    X3, X5
+	VMAXSS       X5, X3, X3
+	VMOVSS       f32_127<>+0(SB), X5
+	VDIVSS       X3, X5, X5
+	VXORPS       X7, X7, X7
+	VCMPSS       $0x04, X7, X3, X7
+	VANDPS       X7, X5, X5
+	VBROADCASTSS X5, Y5
+	VMULPS       Y5, Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VMULPS       Y5, Y4, Y4
+	VCVTPS2DQ    Y4, Y4
+	VMULPS       Y5, Y6, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       Y5, Y8, Y8
+	VCVTPS2DQ    Y8, Y8
+	VPADDD       Y4, Y2, Y7
+	VPADDD       Y6, Y7, Y7
+	VPADDD       Y8, Y7, Y7
+	VPACKSSDW    Y4, Y2, Y2
+	VPACKSSDW    Y8, Y6, Y6
+	VPACKSSWB    Y6, Y2, Y2
+	VPERMD       Y2, Y1, Y2
+	VMOVDQU      Y2, (CX)
+	VDIVSS       f32_127<>+0(SB), X3, X2
+	VCVTPS2PH    $0x00, X2, X2
+	VCVTPH2PS    X2, X2
+	VMOVSS       X2, (DX)
+	VEXTRACTI128 $0x01, Y7, X5
+	VPADDD       X5, X7, X7
+	VPSHUFD      $0x4e, X7, X5
+	VPADDD       X5, X7, X7
+	VPSHUFD      $0xb1, X7, X5
+	VPADDD       X5, X7, X7
+	VPSLLD       $0x03, X7, X7
+	VMOVD        X7, (BX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000004, BX
+	DECQ         SI
+	JMP          quantQ8_0_loop
+
+quantQ8_0_done:
+	VZEROUPPER
+	RET
+
+DATA absMaskF32<>+0(SB)/4, $0x7fffffff
+GLOBL absMaskF32<>(SB), RODATA|NOPTR, $4
+
+DATA f32_127<>+0(SB)/4, $0x42fe0000
+GLOBL f32_127<>(SB), RODATA|NOPTR, $4
+
+DATA packOrder<>+0(SB)/4, $0x00000000
+DATA packOrder<>+4(SB)/4, $0x00000004
+DATA packOrder<>+8(SB)/4, $0x00000001
+DATA packOrder<>+12(SB)/4, $0x00000005
+DATA packOrder<>+16(SB)/4, $0x00000002
+DATA packOrder<>+20(SB)/4, $0x00000006
+DATA packOrder<>+24(SB)/4, $0x00000003
+DATA packOrder<>+28(SB)/4, $0x00000007
+GLOBL packOrder<>(SB), RODATA|NOPTR, $32

@@ -43,3 +43,8 @@ func dotF32VecAVX2(x *float32, y *float32, n int) float32
 //
 //go:noescape
 func fmaAxpyAVX2(out *float32, v *float32, s float32, n int)
+
+// quantQ8_0AVX2 quantizes nb blocks of 32 values at x to int8 in qs, their F16-rounded scales in d and 8× their sums in b8, as quantQ8_0.
+//
+//go:noescape
+func quantQ8_0AVX2(x *float32, qs *int8, d *float32, b8 *int32, nb int)

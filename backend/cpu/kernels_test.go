@@ -164,6 +164,38 @@ func TestVecOpsAgainstGeneric(t *testing.T) {
 	}
 }
 
+// The assembly Q8_0 activation quantizer gives the Go one's bits, on
+// random blocks of several magnitudes, an all-zero block and tiny values.
+func TestQuantQ8_0AgainstGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	f := chooseQuantQ8_0("")
+	const nb = 64
+	x := randn(r, 32*nb, 1)
+	for b := 0; b < nb; b++ {
+		scale := float32(math.Pow(10, float64(b%12-6)))
+		for i := 32 * b; i < 32*b+32; i++ {
+			x[i] *= scale
+		}
+	}
+	clear(x[32*5 : 32*6])
+	x[32*7+3] = -x[32*7+3] * 1000 // the extreme value negative
+	qs1, qs2 := make([]int8, 32*nb), make([]int8, 32*nb)
+	d1, d2 := make([]float32, nb), make([]float32, nb)
+	b1, b2 := make([]int32, nb), make([]int32, nb)
+	f(x, qs1, d1, b1)
+	quantRowQ8_0Go(x, qs2, d2, b2)
+	for b := 0; b < nb; b++ {
+		if d1[b] != d2[b] || b1[b] != b2[b] {
+			t.Errorf("block %d: d %g b8 %d, Go %g %d", b, d1[b], b1[b], d2[b], b2[b])
+		}
+	}
+	for i := range qs1 {
+		if qs1[i] != qs2[i] {
+			t.Fatalf("value %d: %d, Go %d", i, qs1[i], qs2[i])
+		}
+	}
+}
+
 // The quantized activations round exactly as roundQ8_0 and roundQ8K do.
 func TestPreparedActsMatchRounding(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))

@@ -55,18 +55,10 @@ func (a *acts) prepare(s *tensor, off, k int, typ quant.Type, integer bool) {
 		a.blocks = k / 32
 		a.d = grow(a.d, T*a.blocks)
 		a.b8 = grow(a.b8, T*a.blocks)
+		nb := a.blocks
 		for t := 0; t < T; t++ {
 			x := s.data[t*s.stride+off : t*s.stride+off+k]
-			qs := a.qs[t*k : (t+1)*k]
-			for b := 0; b < a.blocks; b++ {
-				q := qs[32*b : 32*b+32]
-				a.d[t*a.blocks+b] = quantQ8_0(x[32*b:32*b+32], q)
-				var sum int32
-				for _, v := range q {
-					sum += int32(v)
-				}
-				a.b8[t*a.blocks+b] = 8 * sum
-			}
+			quantRowQ8_0(x, a.qs[t*k:(t+1)*k], a.d[t*nb:(t+1)*nb], a.b8[t*nb:(t+1)*nb])
 		}
 	case actQ8K:
 		a.blocks = k / quant.QK_K

@@ -94,3 +94,20 @@ func fmaAxpySIMD(out, v []float32, s float32) {
 	}
 	fmaAxpyGo(out[n:], v[n:], s)
 }
+
+// simdQuantQ8_0 returns the AVX2 form of quantRowQ8_0Go, or nil.
+func simdQuantQ8_0() func(x []float32, qs []int8, d []float32, b8 []int32) {
+	if !(cpu.X86.HasAVX2 && cpu.X86.HasFMA) {
+		return nil
+	}
+	return quantRowQ8_0SIMD
+}
+
+func quantRowQ8_0SIMD(x []float32, qs []int8, d []float32, b8 []int32) {
+	nb := len(d)
+	if nb == 0 {
+		return
+	}
+	_, _, _ = x[32*nb-1], qs[32*nb-1], b8[nb-1]
+	quantQ8_0AVX2(&x[0], &qs[0], &d[0], &b8[0], nb)
+}

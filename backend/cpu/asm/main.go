@@ -43,6 +43,7 @@ func main() {
 	dotQ4_0Rows8AVX2(2, nibbles, ones, 0)
 	dotF32VecAVX2()
 	fmaAxpyAVX2()
+	quantQ8_0AVX2()
 	Generate()
 }
 
@@ -438,6 +439,96 @@ func fmaAxpyAVX2() {
 	SUBQ(U32(8), n)
 	JMP(LabelRef("fmaAxpy_loop"))
 	Label("fmaAxpy_done")
+	VZEROUPPER()
+	RET()
+}
+
+// quantQ8_0AVX2 emits quantQ8_0AVX2, quantQ8_0 (actquant.go) over nb blocks
+// of 32, with the Q4_0 kernels' b8 (8× each block's sum): the same float
+// operations (|x| max, 127/amax, x·id rounded half to even by VCVTPS2DQ,
+// amax/127 rounded through F16 by VCVTPS2PH), so the same bits.
+func quantQ8_0AVX2() {
+	TEXT("quantQ8_0AVX2", NOSPLIT, "func(x *float32, qs *int8, d *float32, b8 *int32, nb int)")
+	Doc("quantQ8_0AVX2 quantizes nb blocks of 32 values at x to int8 in qs, their F16-rounded scales in d and 8× their sums in b8, as quantQ8_0.")
+	Pragma("noescape")
+	absMask := GLOBL("absMaskF32", RODATA|NOPTR)
+	DATA(0, U32(0x7fffffff))
+	c127 := GLOBL("f32_127", RODATA|NOPTR)
+	DATA(0, U32(0x42fe0000)) // 127.0
+	perm := GLOBL("packOrder", RODATA|NOPTR)
+	for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
+		DATA(4*i, U32(v))
+	}
+	x := Mem{Base: Load(Param("x"), GP64())}
+	qs := Mem{Base: Load(Param("qs"), GP64())}
+	d := Mem{Base: Load(Param("d"), GP64())}
+	b8 := Mem{Base: Load(Param("b8"), GP64())}
+	nb := Load(Param("nb"), GP64())
+	mask, idx := YMM(), YMM()
+	VBROADCASTSS(absMask, mask)
+	VMOVDQU(perm, idx)
+
+	Label("quantQ8_0_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef("quantQ8_0_done"))
+	var v, a [4]VecVirtual
+	for i := range v {
+		v[i], a[i] = YMM(), YMM()
+		VMOVUPS(x.Offset(32*i), v[i])
+		VANDPS(mask, v[i], a[i])
+	}
+	VMAXPS(a[1], a[0], a[0])
+	VMAXPS(a[3], a[2], a[2])
+	VMAXPS(a[2], a[0], a[0])
+	m, u := a[0].AsX(), XMM()
+	VEXTRACTF128(U8(1), a[0], u)
+	VMAXPS(u, m, m)
+	VMOVHLPS(m, m, u)
+	VMAXPS(u, m, m)
+	VMOVSHDUP(m, u)
+	VMAXSS(u, m, m) // amax
+	id, nz, zero := XMM(), XMM(), XMM()
+	VMOVSS(c127, id)
+	VDIVSS(m, id, id) // 127/amax
+	VXORPS(zero, zero, zero)
+	VCMPSS(U8(4), zero, m, nz) // amax != 0
+	VANDPS(nz, id, id)
+	idy := YMM()
+	VBROADCASTSS(id, idy)
+	sum := YMM()
+	for i := range v {
+		VMULPS(idy, v[i], v[i])
+		VCVTPS2DQ(v[i], v[i])
+	}
+	VPADDD(v[1], v[0], sum)
+	VPADDD(v[2], sum, sum)
+	VPADDD(v[3], sum, sum)
+	VPACKSSDW(v[1], v[0], v[0])
+	VPACKSSDW(v[3], v[2], v[2])
+	VPACKSSWB(v[2], v[0], v[0])
+	VPERMD(v[0], idx, v[0])
+	VMOVDQU(v[0], qs)
+	sc := XMM()
+	VDIVSS(c127, m, sc) // amax/127
+	VCVTPS2PH(U8(0), sc, sc)
+	VCVTPH2PS(sc, sc)
+	VMOVSS(sc, d)
+	s := sum.AsX()
+	VEXTRACTI128(U8(1), sum, u)
+	VPADDD(u, s, s)
+	VPSHUFD(U8(0x4e), s, u)
+	VPADDD(u, s, s)
+	VPSHUFD(U8(0xb1), s, u)
+	VPADDD(u, s, s)
+	VPSLLD(U8(3), s, s)
+	VMOVD(s, b8)
+	ADDQ(U32(128), x.Base)
+	ADDQ(U32(32), qs.Base)
+	ADDQ(U32(4), d.Base)
+	ADDQ(U32(4), b8.Base)
+	DECQ(nb)
+	JMP(LabelRef("quantQ8_0_loop"))
+	Label("quantQ8_0_done")
 	VZEROUPPER()
 	RET()
 }
