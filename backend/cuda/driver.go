@@ -29,6 +29,7 @@ type driver struct {
 	cuGraphInstantiate, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy                 uintptr
 	cuEventCreate, cuEventRecord, cuEventSynchronize, cuEventElapsedTime                  uintptr
 	cuEventDestroy, cuGetErrorString, cuModuleUnload, cuMemcpyDtoDAsync, cuMemsetD32Async uintptr
+	cuLaunchKernelEx                                                                      uintptr // optional (CUDA 12): programmatic dependent launch
 }
 
 var (
@@ -102,6 +103,7 @@ func openDriver() (*driver, error) {
 		}
 		*s.p = p
 	}
+	d.cuLaunchKernelEx, _ = dlsym(lib, "cuLaunchKernelEx")
 	if r := call(d.cuInit, 0); r != 0 {
 		return nil, fmt.Errorf("%w: cuInit: %s", ErrNoDevice, d.errString(r))
 	}

@@ -3,7 +3,6 @@ package cuda
 import (
 	"embed"
 	"fmt"
-	"hash/fnv"
 	"sort"
 	"strings"
 	"sync"
@@ -143,7 +142,7 @@ func moduleOf(name string) int {
 	switch {
 	case strings.HasPrefix(name, "gemv_"), strings.HasPrefix(name, "gemm_"), strings.HasPrefix(name, "embed_"):
 		return 1
-	case strings.HasPrefix(name, "mmvq"), name == "quant_act":
+	case strings.HasPrefix(name, "mmvq"), strings.HasPrefix(name, "mmv1_"), name == "quant_act":
 		return 2
 	}
 	return 0
@@ -180,7 +179,30 @@ type launch struct {
 	skip        bool   // a lazily recorded norm nobody needed
 	bytes       int64  // device memory the kernel reads and writes, for profiles
 	mq          *mq    // the parameters of an mmvq launch, for fusing
+	pdl         bool   // may start before the previous kernel ends (every kernel waits itself: pdl_entry)
 }
+
+// launchConfig and launchAttr mirror the driver's CUlaunchConfig and
+// CUlaunchAttribute (cuLaunchKernelEx).
+type launchConfig struct {
+	grid, block [3]uint32
+	shmem       uint32
+	_           uint32
+	stream      uintptr
+	attrs       uintptr
+	numAttrs    uint32
+	_           uint32
+}
+
+type launchAttr struct {
+	id  uint32
+	_   uint32
+	val [64]byte
+}
+
+// attrProgrammaticSerialization lets a kernel launch while the previous one
+// still runs; the kernel orders itself with griddepcontrol.wait.
+const attrProgrammaticSerialization = 6
 
 func grid1(x int) [3]uint32    { return [3]uint32{uint32(max(x, 1)), 1, 1} }
 func grid2(x, y int) [3]uint32 { return [3]uint32{uint32(max(x, 1)), uint32(max(y, 1)), 1} }
@@ -194,7 +216,7 @@ func (b *Backend) record(name string, grid, block [3]uint32, bytes int64, args .
 		panic("cuda: a pass before the cache was allocated")
 	}
 	b.launches = append(b.launches, launch{fn: b.function(name), name: name, grid: grid, block: block,
-		a0: len(b.args), n: len(args), bytes: bytes})
+		a0: len(b.args), n: len(args), bytes: bytes, pdl: true})
 	b.args = append(b.args, args...)
 }
 
@@ -220,29 +242,27 @@ func (b *Backend) recordStruct(name string, grid, block [3]uint32, bytes int64, 
 }
 
 // signature hashes the recorded launches: equal signatures replay one graph.
+// It runs every token, so it mixes whole words (a byte-wise hash took
+// ~100 µs of host time per token).
 func (b *Backend) signature() uint64 {
-	h := fnv.New64a()
-	buf := make([]byte, 0, 64)
-	put := func(v uint64) {
-		buf = append(buf, byte(v), byte(v>>8), byte(v>>16), byte(v>>24), byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56))
+	h := uint64(0x9e3779b97f4a7c15)
+	mix := func(v uint64) {
+		h ^= v * 0xbf58476d1ce4e5b9
+		h = (h<<31 | h>>33) * 0x94d049bb133111eb
 	}
 	for _, l := range b.launches {
 		if l.skip {
 			continue
 		}
-		buf = buf[:0]
-		put(uint64(l.fn))
-		put(uint64(l.grid[0]) | uint64(l.grid[1])<<32)
-		put(uint64(l.grid[2]) | uint64(l.block[0])<<32)
-		put(uint64(l.n) | uint64(l.shmem)<<32)
-		h.Write(buf)
-		buf = buf[:0]
+		mix(uint64(l.fn))
+		mix(uint64(l.grid[0]) | uint64(l.grid[1])<<32)
+		mix(uint64(l.grid[2]) | uint64(l.block[0])<<32)
+		mix(uint64(l.n) | uint64(l.shmem)<<32 | uint64(b2i(l.pdl))<<63)
 		for _, a := range b.args[l.a0 : l.a0+l.n] {
-			put(a)
+			mix(a)
 		}
-		h.Write(buf)
 	}
-	return h.Sum64()
+	return h ^ h>>29
 }
 
 // issue launches the recorded kernels on the stream (context thread).
@@ -267,8 +287,16 @@ func (b *Backend) issue() error {
 		if b.prof != nil {
 			ev0 = b.prof.before(b)
 		}
-		r := call(d.cuLaunchKernel, l.fn, uintptr(l.grid[0]), uintptr(l.grid[1]), uintptr(l.grid[2]),
-			uintptr(l.block[0]), uintptr(l.block[1]), uintptr(l.block[2]), uintptr(l.shmem), b.stream, uintptr(unsafe.Pointer(&ptrs[0])), 0)
+		var r uintptr
+		if l.pdl && b.pdl {
+			b.pdlAttr.id, b.pdlAttr.val[0] = attrProgrammaticSerialization, 1
+			b.pdlConf = launchConfig{grid: l.grid, block: l.block, shmem: l.shmem, stream: b.stream,
+				attrs: uintptr(unsafe.Pointer(&b.pdlAttr)), numAttrs: 1}
+			r = call(d.cuLaunchKernelEx, uintptr(unsafe.Pointer(&b.pdlConf)), l.fn, uintptr(unsafe.Pointer(&ptrs[0])), 0)
+		} else {
+			r = call(d.cuLaunchKernel, l.fn, uintptr(l.grid[0]), uintptr(l.grid[1]), uintptr(l.grid[2]),
+				uintptr(l.block[0]), uintptr(l.block[1]), uintptr(l.block[2]), uintptr(l.shmem), b.stream, uintptr(unsafe.Pointer(&ptrs[0])), 0)
+		}
 		if r != 0 {
 			return d.check("launch "+l.name, r)
 		}
@@ -301,6 +329,10 @@ func (b *Backend) flush() {
 		g, ok := b.graphs[sig]
 		if !ok {
 			g, err = b.capture()
+			if err != nil && b.pdl { // a driver that cannot record programmatic launches: plain ones
+				b.pdl = false
+				g, err = b.capture()
+			}
 			if err == nil {
 				b.graphs[sig] = g
 			}

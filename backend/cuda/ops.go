@@ -275,6 +275,8 @@ type mq struct {
 	wts           uintptr // MoE down: weighted sum of nsum experts per token
 	nsum          int64
 	in            input // what the activations are, for fusing
+	typ           quant.Type
+	ny            int
 }
 
 func (m *mq) slots() []uint64 {
@@ -345,8 +347,56 @@ func (b *Backend) product(w *weight, in input, o output) {
 }
 
 func (b *Backend) recordMQ(w *weight, m *mq, ny int, bytes int64) {
+	m.typ, m.ny = w.typ, ny
+	name, grid, shmem := b.mqLaunch(m)
+	b.recordStruct(name, grid, [3]uint32{256, 1, 1}, bytes, m.slots()...)
+	b.launches[len(b.launches)-1].mq = m
+	if shmem > 0 {
+		b.withShared(shmem)
+	}
+}
+
+// mqLaunch picks the kernel, grid and dynamic shared memory of an
+// integer-dot product.
+func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
+	nk := int(max(m.nsum, 1))
+	if m.T == 1 && (m.typ == quant.Q4_0 || m.typ == quant.Q8_0) && !b.oldMMV {
+		// mmv1 (kernels/mmvq.cu): a lane loads G rows × JC blocks (× 2 for
+		// gate/up) of 16-byte words, at most 8 at a time; JC covers a row's
+		// blocks per lane where it can, and G rows share the input's reads
+		// unless that leaves SMs idle.
+		nb := int(m.K / 32)
+		lpr := 1
+		for lpr < nb && lpr < 32 {
+			lpr <<= 1
+		}
+		words, nw := 1, 1
+		if m.typ == quant.Q8_0 {
+			words = 2
+		}
+		if m.w2 != 0 {
+			nw = 2
+		}
+		jc := 2
+		for jc < ceilDiv(nb, lpr) && 2*jc*nw*words <= 8 {
+			jc *= 2
+		}
+		resident := b.mmvBPS * b.info.SMs
+		g := 1
+		if jc == 2 {
+			for _, c := range []int{4, 2} {
+				if c*jc*nw*words <= 8 && m.ny*ceilDiv(int(m.N), 8*(32/lpr)*c) >= resident {
+					g = c
+					break
+				}
+			}
+		}
+		gx := min(ceilDiv(int(m.N), 8*(32/lpr)*g), ceilDiv(resident, m.ny))
+		name = b.mmv1Name(g, jc, nw-1, m.typ)
+		return name, grid3(gx, m.ny, 1), nk * int(m.K+8*(m.K/32))
+	}
 	rpw := 1
-	if w.typ != quant.Q4_0 && w.typ != quant.Q8_0 {
+	if m.typ != quant.Q4_0 && m.typ != quant.Q8_0 {
 		rpw = 4
 	}
 	nt, name := 1, "mmvq1_"
@@ -355,14 +405,22 @@ func (b *Backend) recordMQ(w *weight, m *mq, ny int, bytes int64) {
 	}
 	gx := ceilDiv(int(m.N), 8*rpw)
 	if m.xsrc != 0 { // one rounding per block: keep the blocks few (about 4 per SM) and let each walk many rows
-		gx = max(1, min(gx, ceilDiv(4*b.info.SMs, ny)))
+		gx = max(1, min(gx, ceilDiv(4*b.info.SMs, m.ny)))
+		shmem = nk * int(m.K+4*(m.K/32)+4*(m.K/16))
 	}
-	b.recordStruct(name+deviceTypes[w.typ], grid3(gx, ny, ceilDiv(int(m.T), nt)), [3]uint32{256, 1, 1}, bytes, m.slots()...)
-	b.launches[len(b.launches)-1].mq = m
-	if m.xsrc != 0 {
-		nk := max(m.nsum, 1)
-		b.withShared(int(nk * (m.K + 4*(m.K/32) + 4*(m.K/16))))
+	return name + deviceTypes[m.typ], grid3(gx, m.ny, ceilDiv(int(m.T), nt)), shmem
+}
+
+// mmv1Name is mmv1's kernel name for a variant, built once (every token
+// records every launch again).
+func (b *Backend) mmv1Name(g, jc, dual int, typ quant.Type) string {
+	k := [4]int{g, jc, dual, int(typ)}
+	if n, ok := b.mmv1Names[k]; ok {
+		return n
 	}
+	n := fmt.Sprintf("mmv1_%d_%d_%d_%s", g, jc, dual, deviceTypes[typ])
+	b.mmv1Names[k] = n
+	return n
 }
 
 func checkMatMul(op string, d *tensor, w *weight, s *tensor) {
@@ -573,6 +631,12 @@ func (b *Backend) fuseGateUp(d, g, u *tensor) bool {
 	copy(b.args[l1.a0:l1.a0+l1.n], m1.slots())
 	l1.bytes += l2.bytes
 	b.launches = b.launches[:n-1]
+	name, grid, shmem := b.mqLaunch(m1) // gate/up may take another variant
+	l1 = &b.launches[n-2]
+	l1.fn, l1.name, l1.grid = b.function(name), name, grid
+	if shmem > 0 {
+		b.withShared(shmem)
+	}
 	b.writes(d)
 	return true
 }

@@ -15,6 +15,7 @@ __device__ __forceinline__ cache_t cstore(float v) { return v; }
 
 // rmsnorm: dst = src / sqrt(mean(src²) + eps) · w, one block per row.
 extern "C" __global__ void rmsnorm(float* dst, i64 ds, const float* src, i64 ss, const float* w, float eps, int cols) {
+    pdl_entry();
     __shared__ float sh[32];
     const float* x = src + blockIdx.x * ss;
     float* y = dst + blockIdx.x * ds;
@@ -38,6 +39,7 @@ extern "C" __global__ void rmsnorm(float* dst, i64 ds, const float* src, i64 ss,
 // L values, segment s at src + r·rs + s·segs; each segment is rounded on
 // its own (block per segment), as ggml rounds each matrix's input row.
 extern "C" __global__ void prep(float* out, const float* src, i64 rs, i64 segs, int S, int L, const float* nw, float eps, int mode) {
+    pdl_entry();
     __shared__ float sh[32];
     int r = blockIdx.x / S, s = blockIdx.x % S;
     const float* x = src + r * rs + s * segs;
@@ -102,6 +104,7 @@ extern "C" __global__ void prep(float* out, const float* src, i64 rs, i64 segs, 
 // from column off of token t's row, at the pass's position pos[t]. The angle
 // is computed in double, as the CPU backend does.
 extern "C" __global__ void rope(float* x, i64 xs, int cols, int stride, int off, int n, const int* pos, const float* freqs) {
+    pdl_entry();
     int t = blockIdx.x;
     int half = n / 2, heads = cols / stride;
     double p = (double)pos[t];
@@ -118,6 +121,7 @@ extern "C" __global__ void rope(float* x, i64 xs, int cols, int stride, int off,
 
 // cache_store writes token t's row (CACHE_W values) at position pos[t].
 extern "C" __global__ void cache_store(cache_t* layer, const float* src, i64 ss, const int* pos) {
+    pdl_entry();
     int t = blockIdx.x;
     cache_t* row = layer + (i64)pos[t] * CACHE_W;
     for (int j = threadIdx.x; j < CACHE_W; j += blockDim.x) row[j] = cstore(src[t * ss + j]);
@@ -127,6 +131,7 @@ extern "C" __global__ void cache_store(cache_t* layer, const float* src, i64 ss,
 // latent (nw), rotate the rope key (freqs), write both back to kv and store
 // the row at the token's position.
 extern "C" __global__ void kv_finish(cache_t* layer, float* kv, i64 ks, const int* pos, const float* nw, float eps, const float* freqs) {
+    pdl_entry();
     __shared__ float red[32];
     const int t = blockIdx.x;
     float* x = kv + t * ks;
@@ -170,6 +175,7 @@ extern "C" __global__ void kv_finish(cache_t* layer, float* kv, i64 ks, const in
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attn_partial(float* part, const float* query, const float* q, i64 qs, int nope,
                                                                           const float* freqs, const cache_t* layer, const int* pos, int H,
                                                                           int S, float scale) {
+    pdl_entry();
     __shared__ float qsh[CACHE_W];
     __shared__ float msh[ATT_WARPS], lsh[ATT_WARPS];
     __shared__ float ash[ATT_WARPS][KV_LORA];
@@ -249,6 +255,7 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attn_partial(float*
 
 // attn_combine merges the S splits of block t·H + h into olat[t][h·KV_LORA..].
 extern "C" __global__ void attn_combine(float* olat, const float* part, int S) {
+    pdl_entry();
     const int th = blockIdx.x;
     const float* p = part + (i64)th * S * (KV_LORA + 2);
     float M = -INFINITY;
@@ -271,6 +278,7 @@ extern "C" __global__ void attn_combine(float* olat, const float* part, int S) {
 
 // swiglu: d = silu(g) · u.
 extern "C" __global__ void swiglu(float* d, i64 ds, const float* g, i64 gs, const float* u, i64 us, int cols) {
+    pdl_entry();
     int r = blockIdx.y;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += gridDim.x * blockDim.x) {
         float x = g[r * gs + j];
@@ -280,6 +288,7 @@ extern "C" __global__ void swiglu(float* d, i64 ds, const float* g, i64 gs, cons
 
 // add: d += s.
 extern "C" __global__ void add(float* d, i64 ds, const float* s, i64 ss, int cols) {
+    pdl_entry();
     int r = blockIdx.y;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += gridDim.x * blockDim.x) d[r * ds + j] += s[r * ss + j];
 }
@@ -340,6 +349,7 @@ __device__ void route_token(int* ids, float* wts, const float* z, const float* b
 
 // moe_route routes token blockIdx.x from its router logits.
 extern "C" __global__ void moe_route(int* ids, float* wts, const float* logits, const float* bias, int E, int used, int sigm, int norm, float wscale) {
+    pdl_entry();
     __shared__ float p[1024];
     __shared__ int taken[1024];
     const int t = blockIdx.x;
@@ -352,6 +362,7 @@ extern "C" __global__ void moe_route(int* ids, float* wts, const float* logits, 
 extern "C" __global__ void __launch_bounds__(256) moe_router(int* ids, float* wts, float* logits, unsigned* counter, const float* h, i64 hs,
                                                              const float* nw, float eps, const float* router, const float* bias, int K,
                                                              int E, int used, int sigm, int norm, float wscale) {
+    pdl_entry();
     extern __shared__ __align__(16) float hsm[];
     __shared__ float red[32];
     __shared__ float p[1024];
@@ -391,6 +402,7 @@ extern "C" __global__ void __launch_bounds__(256) moe_router(int* ids, float* wt
 
 // moe_combine: dst[t] = Σ_k wts[t][k] · out[t·used + k], summed in order.
 extern "C" __global__ void moe_combine(float* dst, i64 ds, const float* out, const float* wts, int used, int cols) {
+    pdl_entry();
     int t = blockIdx.y;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += gridDim.x * blockDim.x) {
         float a = 0.f;

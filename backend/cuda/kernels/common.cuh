@@ -31,6 +31,15 @@ typedef long long i64;
 #define T_BF16 30
 #define T_MXFP4 39
 
+// Every kernel may be launched programmatically (PDL: it starts while the
+// kernel before it finishes): pdl_entry waits for that kernel's results, then
+// lets the next kernel launch, so a launch's latency hides behind the kernel
+// before it. Called first by every kernel (mmv1 first loads its weights).
+__device__ __forceinline__ void pdl_entry() {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 __device__ __forceinline__ float h2f(u16 h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));

@@ -109,9 +109,9 @@ template <int TY> __device__ __forceinline__ void embed_impl(float* dst, i64 ds,
 }
 
 #define INSTANTIATE(TY)                                                                                      \
-    extern "C" __global__ void __launch_bounds__(256) gemv_##TY(MV p) { gemv_impl<TY>(p); }                  \
-    extern "C" __global__ void __launch_bounds__(256) gemm_##TY(MV p) { gemm_impl<TY>(p); }                  \
-    extern "C" __global__ void embed_##TY(float* dst, i64 ds, const u8* table, i64 rowBytes, int dim, const int* tokens) { \
+    extern "C" __global__ void __launch_bounds__(256) gemv_##TY(MV p) { pdl_entry(); gemv_impl<TY>(p); }                  \
+    extern "C" __global__ void __launch_bounds__(256) gemm_##TY(MV p) { pdl_entry(); gemm_impl<TY>(p); }                  \
+    extern "C" __global__ void embed_##TY(float* dst, i64 ds, const u8* table, i64 rowBytes, int dim, const int* tokens) { pdl_entry(); \
         embed_impl<TY>(dst, ds, table, rowBytes, dim, tokens);                                               \
     }
 

@@ -165,6 +165,7 @@ __device__ __forceinline__ void quant_row(const float* x, int L, const float* nw
 // segment s of input row r.
 extern "C" __global__ void quant_act(i8* q, float* d, int* bs, const float* src, i64 rs, i64 segs, int S, int L,
                                      const float* nw, float eps, int mode) {
+    pdl_entry();
     __shared__ float red[32];
     const int R = blockIdx.x, r = R / S, s = R % S;
     const int blk = mode == 3 ? 32 : 256;
@@ -440,7 +441,318 @@ template <int TY, int NT> __device__ __forceinline__ void mmvq_impl(const MQ& p)
 }
 
 #define INSTANTIATE_Q(TY)                                                                          \
-    extern "C" __global__ void __launch_bounds__(256) mmvq1_##TY(MQ p) { mmvq_impl<TY, 1>(p); } \
-    extern "C" __global__ void __launch_bounds__(256) mmvq8_##TY(MQ p) { mmvq_impl<TY, 8>(p); }
+    extern "C" __global__ void __launch_bounds__(256) mmvq1_##TY(MQ p) { pdl_entry(); mmvq_impl<TY, 1>(p); } \
+    extern "C" __global__ void __launch_bounds__(256) mmvq8_##TY(MQ p) { pdl_entry(); mmvq_impl<TY, 8>(p); }
 
 FAST_TYPES(INSTANTIATE_Q)
+
+// ---- One token, Q4_0 and Q8_0 weights: mmv1 ----
+//
+// Decode's products are pure streams of weights (the input is a few KiB),
+// so what counts is how many bytes are in flight and how little waits on
+// them. mmv1 therefore:
+//   - gives a row lpr lanes (the blocks per row rounded up to a power of
+//     two, at most 32), so narrow rows (k_b's 128) keep every lane busy;
+//   - has each lane load G rows × JC blocks at once (one or two 16-byte
+//     loads each), and loads the next rows before it computes the current
+//     ones (a persistent grid of about two blocks per SM walks the matrix);
+//   - issues its first loads before it rounds the input, so the rounding
+//     (norm, 8-bit blocks, the blocks' sums for Q4_0's offset) overlaps the
+//     weights' latency instead of preceding it;
+//   - shares one read of an input block among its G rows.
+// Each row's sum runs in the order mmvq_impl uses (lane l: blocks l, l+lpr,
+// ... in order, then a butterfly over the lanes), so the results are the
+// same bits, fused or not.
+
+__device__ __forceinline__ int4 ldw4(const void* p) {
+    int4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.s32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+__device__ __forceinline__ u32 ldw2(const void* p) {
+    u16 h;
+    asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(h) : "l"(p));
+    return h;
+}
+
+// round_row_q8 is quant_row's mode 3 for one block of 256 threads with the
+// sums of each 32-value block's quants added (ar): the same values, bit for
+// bit, in fewer registers (one chunk per thread held, later ones re-read).
+__device__ __forceinline__ void round_row_q8(const float* x, int L, const float* nw, float eps, i8* qr, float* dr, int* ar, float* red) {
+    const int nc = L / 32;
+    const bool vec = (((unsigned long long)x | (unsigned long long)(nw ? nw : x)) & 15) == 0;
+    auto load = [&](const float* src, int c, float* v) {
+        if (vec) {
+            const float4* p = (const float4*)(src + 32 * c);
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                float4 f = p[k];
+                v[4 * k] = f.x; v[4 * k + 1] = f.y; v[4 * k + 2] = f.z; v[4 * k + 3] = f.w;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 32; i++) v[i] = src[32 * c + i];
+        }
+    };
+    float v[32];
+    float ss = 0.f;
+    const int c0 = threadIdx.x;
+    if (c0 < nc) {
+        load(x, c0, v);
+#pragma unroll
+        for (int i = 0; i < 32; i++) ss += v[i] * v[i];
+    }
+    for (int c = c0 + blockDim.x; c < nc; c += blockDim.x) {  // rows past 256 chunks (K > 8192)
+        float u[32];
+        load(x, c, u);
+#pragma unroll
+        for (int i = 0; i < 32; i++) ss += u[i] * u[i];
+    }
+    float scale = 1.f;
+    if (nw) {
+        float mean = block_sum(ss, red) / (float)L;
+        scale = 1.f / sqrtf(mean + eps);
+    }
+    for (int c = c0; c < nc; c += blockDim.x) {
+        if (c != c0) load(x, c, v);
+        if (nw) {
+            if (vec) {
+                const float4* gp = (const float4*)(nw + 32 * c);
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    float4 g = gp[k];
+                    v[4 * k] = (v[4 * k] * scale) * g.x;
+                    v[4 * k + 1] = (v[4 * k + 1] * scale) * g.y;
+                    v[4 * k + 2] = (v[4 * k + 2] * scale) * g.z;
+                    v[4 * k + 3] = (v[4 * k + 3] * scale) * g.w;
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < 32; i++) v[i] = (v[i] * scale) * nw[32 * c + i];
+            }
+        }
+        float amax = 0.f;
+#pragma unroll
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(v[i]));
+        const float dh = round_f16(amax / 127.f);
+        const float id = amax != 0.f ? 127.f / amax : 0.f;
+        int qs[8], sum = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            int w = 0;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int q = (int)rintf(v[4 * k + j] * id);
+                sum += q;
+                w |= (q & 255) << (8 * j);
+            }
+            qs[k] = w;
+        }
+        ((int4*)(qr + 32 * c))[0] = make_int4(qs[0], qs[1], qs[2], qs[3]);
+        ((int4*)(qr + 32 * c))[1] = make_int4(qs[4], qs[5], qs[6], qs[7]);
+        dr[c] = dh;
+        ar[c] = sum;
+    }
+}
+
+// Per type: W 16-byte loads per 32-value block, and a block's value from
+// its integer dot product (the products' scaling as QT's dot scales them).
+template <int TY> struct Q1;
+template <> struct Q1<T_Q4_0> {
+    static constexpr int W = 1, STRIDE = 16;
+    __device__ static float val(const int4* q, const int4& a0, const int4& a1, int as, float dw, float da) {
+        int s = 0;
+        s = dp4a(q[0].x & 0x0F0F0F0F, a0.x, s);
+        s = dp4a(q[0].y & 0x0F0F0F0F, a0.y, s);
+        s = dp4a(q[0].z & 0x0F0F0F0F, a0.z, s);
+        s = dp4a(q[0].w & 0x0F0F0F0F, a0.w, s);
+        s = dp4a((q[0].x >> 4) & 0x0F0F0F0F, a1.x, s);
+        s = dp4a((q[0].y >> 4) & 0x0F0F0F0F, a1.y, s);
+        s = dp4a((q[0].z >> 4) & 0x0F0F0F0F, a1.z, s);
+        s = dp4a((q[0].w >> 4) & 0x0F0F0F0F, a1.w, s);
+        return (float)(s - 8 * as) * dw * da;
+    }
+};
+template <> struct Q1<T_Q8_0> {
+    static constexpr int W = 2, STRIDE = 32;
+    __device__ static float val(const int4* q, const int4& a0, const int4& a1, int as, float dw, float da) {
+        int s = 0;
+        s = dp4a(q[0].x, a0.x, s);
+        s = dp4a(q[0].y, a0.y, s);
+        s = dp4a(q[0].z, a0.z, s);
+        s = dp4a(q[0].w, a0.w, s);
+        s = dp4a(q[1].x, a1.x, s);
+        s = dp4a(q[1].y, a1.y, s);
+        s = dp4a(q[1].z, a1.z, s);
+        s = dp4a(q[1].w, a1.w, s);
+        return (float)s * (dw * da);
+    }
+};
+
+// One load set: G rows × JC blocks (× 2 matrices for gate/up) of a lane.
+template <int TY, int G, int JC, int NW> struct Frag {
+    int4 q[G][JC][NW][Q1<TY>::W];
+    u32 s[G][JC][NW];
+};
+
+template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1_impl(const MQ& p) {
+    using Q = Q1<TY>;
+    constexpr int NW = DUAL ? 2 : 1, W = Q::W, S = Q::STRIDE;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int K = (int)p.K, nb = K / 32;
+    int lpr = 1;
+    while (lpr < nb && lpr < 32) lpr <<= 1;
+    const int sub = lane / lpr, l = lane & (lpr - 1);
+    const int RW = (32 / lpr) * G;  // rows per warp group
+    const int py = blockIdx.y;
+    const int nk = p.nsum ? (int)p.nsum : 1;  // products summed per output
+    const int nch = (nb + JC * lpr - 1) / (JC * lpr);  // load sets per row
+    const i64 ngroups = (p.N + RW - 1) / RW, gstep = (i64)gridDim.x * nwarps;
+
+    auto load = [&](Frag<TY, G, JC, NW>& f, i64 grp, int k, int ch) {
+        const int pk = p.nsum ? py * nk + k : py;
+        const i64 base = (p.ids ? (i64)p.ids[pk] : (i64)pk) * p.wY;
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            i64 o = grp * RW + sub * G + g;
+            if (o >= p.N) o = p.N - 1;
+#pragma unroll
+            for (int m = 0; m < NW; m++) {
+                const u8* row = (m ? p.w2 : p.w) + (base + o) * p.rowBytes;
+#pragma unroll
+                for (int j = 0; j < JC; j++) {
+                    const int b = (ch * JC + j) * lpr + l;
+                    if (b < nb) {
+#pragma unroll
+                        for (int w = 0; w < W; w++) f.q[g][j][m][w] = ldw4(row + S * b + 16 * w);
+                        f.s[g][j][m] = ldw2(row + S * nb + 2 * b);
+                    }
+                }
+            }
+        }
+    };
+
+    // Launched programmatically (PDL), this kernel may start while the one
+    // before it still runs: it loads its first weights (never written by a
+    // step) before pdl_entry waits for that kernel; the picked experts' ids
+    // are that kernel's output, so with ids it waits first.
+    if (p.ids) pdl_entry();
+    i64 grp = (i64)blockIdx.x * nwarps + warp;
+    int k = 0, ch = 0;
+    Frag<TY, G, JC, NW> cur;
+    if (grp < ngroups) load(cur, grp, 0, 0);
+    if (!p.ids) pdl_entry();
+
+    // the input rows, rounded to Q8_0 blocks in shared memory: quants, scales, sums
+    extern __shared__ __align__(16) u8 smem[];
+    __shared__ float red[32];
+    i8* sq = (i8*)smem;
+    float* sd = (float*)(smem + nk * K);
+    int* sa = (int*)(smem + nk * K + 4 * nk * nb);
+    if (p.xsrc) {
+        for (int kk = 0; kk < nk; kk++) {
+            const int pk = p.nsum ? py * nk + kk : py;
+            const i64 R = (pk / p.xDiv) * p.xY;
+            round_row_q8(p.xsrc + (R / p.xS) * p.xrs + (R % p.xS) * p.xseg, K, p.nw, p.eps, sq + kk * K, sd + kk * nb, sa + kk * nb, red);
+        }
+    } else {  // rounded by quant_act (unfused operations): copy it in, adding the sums
+        for (int i = threadIdx.x; i < nk * nb; i += blockDim.x) {
+            const int kk = i / nb, b = i % nb;
+            const int pk = p.nsum ? py * nk + kk : py;
+            const i64 R = (pk / p.xDiv) * p.xY;
+            const int4* src = (const int4*)(p.xq + R * p.K + 32 * b);
+            int4 a0 = src[0], a1 = src[1];
+            ((int4*)(sq + kk * K + 32 * b))[0] = a0;
+            ((int4*)(sq + kk * K + 32 * b))[1] = a1;
+            int as = 0;
+            as = dp4a(0x01010101, a0.x, as);
+            as = dp4a(0x01010101, a0.y, as);
+            as = dp4a(0x01010101, a0.z, as);
+            as = dp4a(0x01010101, a0.w, as);
+            as = dp4a(0x01010101, a1.x, as);
+            as = dp4a(0x01010101, a1.y, as);
+            as = dp4a(0x01010101, a1.z, as);
+            as = dp4a(0x01010101, a1.w, as);
+            sa[i] = as;
+            sd[i] = p.xd[R * nb + b];
+        }
+    }
+    __syncthreads();
+
+    float acc[G][NW], total[G];
+#pragma unroll
+    for (int g = 0; g < G; g++) total[g] = 0.f;
+    while (grp < ngroups) {
+        // the next load set, in flight while this one is summed
+        i64 ngrp = grp;
+        int nk2 = k, nch2 = ch + 1;
+        if (nch2 == nch) {
+            nch2 = 0;
+            if (++nk2 == nk) nk2 = 0, ngrp += gstep;
+        }
+        Frag<TY, G, JC, NW> nxt;
+        if (ngrp < ngroups) load(nxt, ngrp, nk2, nch2);
+        if (ch == 0) {
+#pragma unroll
+            for (int g = 0; g < G; g++)
+#pragma unroll
+                for (int m = 0; m < NW; m++) acc[g][m] = 0.f;
+        }
+#pragma unroll
+        for (int j = 0; j < JC; j++) {
+            const int b = (ch * JC + j) * lpr + l;
+            if (b < nb) {
+                const int4* a = (const int4*)(sq + k * K + 32 * b);
+                const int4 a0 = a[0], a1 = a[1];
+                const float da = sd[k * nb + b];
+                const int as = sa[k * nb + b];
+#pragma unroll
+                for (int g = 0; g < G; g++)
+#pragma unroll
+                    for (int m = 0; m < NW; m++) acc[g][m] += Q::val(cur.q[g][j][m], a0, a1, as, h2f((u16)cur.s[g][j][m]), da);
+            }
+        }
+        if (ch == nch - 1) {
+            const int pk = p.nsum ? py * nk + k : py;
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+#pragma unroll
+                for (int m = 0; m < NW; m++)
+                    for (int off = lpr >> 1; off > 0; off >>= 1) acc[g][m] += __shfl_xor_sync(0xffffffffu, acc[g][m], off);
+                float v = acc[g][0];
+                if (DUAL) v = v / (1.f + expf(-v)) * acc[g][NW - 1];
+                total[g] = p.nsum ? total[g] + p.wts[pk] * v : v;
+            }
+            if (k == nk - 1) {
+#pragma unroll
+                for (int g = 0; g < G; g++) {
+                    const i64 o = grp * RW + sub * G + g;
+                    if (l == 0 && o < p.N) {
+                        float* d = p.y + py * p.yY + o;
+                        *d = p.acc ? *d + total[g] : total[g];
+                    }
+                    total[g] = 0.f;
+                }
+            }
+        }
+        cur = nxt;
+        grp = ngrp, k = nk2, ch = nch2;
+    }
+}
+
+#define MMV1(TY, G, JC, D, NAME) \
+    extern "C" __global__ void __launch_bounds__(256, 2) mmv1_##G##_##JC##_##D##NAME(MQ p) { pdl_entry(); mmv1_impl<TY, G, JC, D>(p); }
+// the variants mqLaunch picks: at most 8 loads in flight per lane and set
+#define MMV1_T_Q4_0                                                                                                 \
+    MMV1(T_Q4_0, 4, 2, 0, _T_Q4_0) MMV1(T_Q4_0, 2, 2, 0, _T_Q4_0) MMV1(T_Q4_0, 1, 2, 0, _T_Q4_0)                   \
+    MMV1(T_Q4_0, 1, 4, 0, _T_Q4_0) MMV1(T_Q4_0, 1, 8, 0, _T_Q4_0) MMV1(T_Q4_0, 2, 2, 1, _T_Q4_0)                   \
+    MMV1(T_Q4_0, 1, 2, 1, _T_Q4_0) MMV1(T_Q4_0, 1, 4, 1, _T_Q4_0)
+#define MMV1_T_Q8_0                                                                                                 \
+    MMV1(T_Q8_0, 2, 2, 0, _T_Q8_0) MMV1(T_Q8_0, 1, 2, 0, _T_Q8_0) MMV1(T_Q8_0, 1, 4, 0, _T_Q8_0)                   \
+    MMV1(T_Q8_0, 1, 2, 1, _T_Q8_0)
+#define MMV1_T_Q4_K
+#define MMV1_T_Q5_K
+#define MMV1_T_Q6_K
+#define MMV1_IF(TY) MMV1_##TY
+FAST_TYPES(MMV1_IF)
