@@ -34,8 +34,9 @@ type CPU struct {
 	attn   attnJob   // the running attention
 	moe    moeBufs
 	// per-worker results of a four-token kernel
-	quads [][4]float32
-	tiles [][16]float32
+	quads  [][4]float32
+	tiles  [][16]float32
+	tiles8 [][32]float32
 }
 
 var _ backend.Backend = (*CPU)(nil)

@@ -478,122 +478,174 @@ dotQ4_0r8x1AVX2_done:
 	VZEROUPPER
 	RET
 
-// func dotQ4_0r8x2AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)
+// func dotQ4_0r8x4AVX2(w *byte, wstride int, qa *int8, d *float32, b8 *int32, nb int, ka int, kd int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotQ4_0r8x2AVX2(SB), NOSPLIT, $0-64
+TEXT ·dotQ4_0r8x4AVX2(SB), NOSPLIT, $32-72
 	MOVQ   w+0(FP), AX
 	MOVQ   wstride+8(FP), CX
 	LEAQ   (CX)(CX*2), DX
 	LEAQ   (AX)(CX*4), BX
-	MOVQ   qs+16(FP), SI
+	MOVQ   qa+16(FP), SI
 	MOVQ   d+24(FP), DI
 	MOVQ   b8+32(FP), R8
 	MOVQ   nb+40(FP), R9
-	MOVQ   k+48(FP), R10
-	MOVQ   R10, R11
-	SHRQ   $0x03, R11
+	MOVQ   ka+48(FP), R10
+	MOVQ   kd+56(FP), R11
+	LEAQ   (R10)(R10*2), R12
+	LEAQ   (R11)(R11*2), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
 
-dotQ4_0r8x2AVX2_loop:
-	TESTQ          R9, R9
-	JZ             dotQ4_0r8x2AVX2_done
-	MOVWLZX        (AX), R12
-	VMOVD          R12, X2
-	VPINSRW        $0x01, (AX)(CX*1), X2, X2
-	VPINSRW        $0x02, (AX)(CX*2), X2, X2
-	VPINSRW        $0x03, (AX)(DX*1), X2, X2
-	VPINSRW        $0x04, (BX), X2, X2
-	VPINSRW        $0x05, (BX)(CX*1), X2, X2
-	VPINSRW        $0x06, (BX)(CX*2), X2, X2
-	VPINSRW        $0x07, (BX)(DX*1), X2, X2
-	VCVTPH2PS      X2, Y2
-	VMOVDQU        2(AX), X3
-	VINSERTI128    $0x01, 2(BX), Y3, Y3
-	VPSRLW         $0x04, Y3, Y4
-	VPAND          nibbleMask<>+0(SB), Y3, Y3
-	VPAND          nibbleMask<>+0(SB), Y4, Y4
-	VMOVDQU        2(AX)(CX*1), X5
-	VINSERTI128    $0x01, 2(BX)(CX*1), Y5, Y5
-	VPSRLW         $0x04, Y5, Y6
-	VPAND          nibbleMask<>+0(SB), Y5, Y5
-	VPAND          nibbleMask<>+0(SB), Y6, Y6
-	VMOVDQU        2(AX)(CX*2), X7
-	VINSERTI128    $0x01, 2(BX)(CX*2), Y7, Y7
-	VPSRLW         $0x04, Y7, Y8
-	VPAND          nibbleMask<>+0(SB), Y7, Y7
-	VPAND          nibbleMask<>+0(SB), Y8, Y8
-	VMOVDQU        2(AX)(DX*1), X9
-	VINSERTI128    $0x01, 2(BX)(DX*1), Y9, Y9
-	VPSRLW         $0x04, Y9, Y10
-	VPAND          nibbleMask<>+0(SB), Y9, Y9
-	VPAND          nibbleMask<>+0(SB), Y10, Y10
-	VBROADCASTI128 (SI), Y11
-	VBROADCASTI128 16(SI), Y12
-	VPMADDUBSW     Y11, Y3, Y13
-	VPMADDUBSW     Y12, Y4, Y14
-	VPADDW         Y14, Y13, Y13
-	VPMADDWD       onesI16<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y11, Y5, Y14
-	VPMADDUBSW     Y12, Y6, Y15
-	VPADDW         Y15, Y14, Y14
-	VPMADDWD       onesI16<>+0(SB), Y14, Y14
-	VPMADDUBSW     Y11, Y7, Y15
-	VPMADDUBSW     Y12, Y8, Y16
-	VPADDW         Y16, Y15, Y15
-	VPMADDWD       onesI16<>+0(SB), Y15, Y15
-	VPMADDUBSW     Y11, Y9, Y11
-	VPMADDUBSW     Y12, Y10, Y12
-	VPADDW         Y12, Y11, Y11
-	VPMADDWD       onesI16<>+0(SB), Y11, Y11
-	VPHADDD        Y14, Y13, Y13
-	VPHADDD        Y11, Y15, Y15
-	VPHADDD        Y15, Y13, Y13
-	VPBROADCASTD   (R8), Y11
-	VPSUBD         Y11, Y13, Y13
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   (DI), Y11
-	VMULPS         Y11, Y2, Y11
-	VFMADD231PS    Y11, Y13, Y0
-	VBROADCASTI128 (SI)(R10*1), Y11
-	VBROADCASTI128 16(SI)(R10*1), Y12
-	VPMADDUBSW     Y11, Y3, Y13
-	VPMADDUBSW     Y12, Y4, Y4
-	VPADDW         Y4, Y13, Y13
-	VPMADDWD       onesI16<>+0(SB), Y13, Y13
-	VPMADDUBSW     Y11, Y5, Y4
-	VPMADDUBSW     Y12, Y6, Y6
-	VPADDW         Y6, Y4, Y4
-	VPMADDWD       onesI16<>+0(SB), Y4, Y4
-	VPMADDUBSW     Y11, Y7, Y6
-	VPMADDUBSW     Y12, Y8, Y8
-	VPADDW         Y8, Y6, Y6
-	VPMADDWD       onesI16<>+0(SB), Y6, Y6
-	VPMADDUBSW     Y11, Y9, Y8
-	VPMADDUBSW     Y12, Y10, Y10
-	VPADDW         Y10, Y8, Y8
-	VPMADDWD       onesI16<>+0(SB), Y8, Y8
-	VPHADDD        Y4, Y13, Y13
-	VPHADDD        Y8, Y6, Y6
-	VPHADDD        Y6, Y13, Y13
-	VPBROADCASTD   (R8)(R11*1), Y4
-	VPSUBD         Y4, Y13, Y13
-	VCVTDQ2PS      Y13, Y13
-	VBROADCASTSS   (DI)(R11*1), Y4
-	VMULPS         Y4, Y2, Y4
-	VFMADD231PS    Y4, Y13, Y1
-	ADDQ           $0x00000012, AX
-	ADDQ           $0x00000012, BX
-	ADDQ           $0x00000020, SI
-	ADDQ           $0x00000004, DI
-	ADDQ           $0x00000004, R8
-	DECQ           R9
-	JMP            dotQ4_0r8x2AVX2_loop
+dotQ4_0r8x4AVX2_loop:
+	TESTQ        R9, R9
+	JZ           dotQ4_0r8x4AVX2_done
+	MOVWLZX      (AX), R14
+	VMOVD        R14, X4
+	VPINSRW      $0x01, (AX)(CX*1), X4, X4
+	VPINSRW      $0x02, (AX)(CX*2), X4, X4
+	VPINSRW      $0x03, (AX)(DX*1), X4, X4
+	VPINSRW      $0x04, (BX), X4, X4
+	VPINSRW      $0x05, (BX)(CX*1), X4, X4
+	VPINSRW      $0x06, (BX)(CX*2), X4, X4
+	VPINSRW      $0x07, (BX)(DX*1), X4, X4
+	VCVTPH2PS    X4, Y4
+	VMOVUPS      Y4, (SP)
+	VMOVDQU      2(AX), X5
+	VINSERTI128  $0x01, 2(BX), Y5, Y5
+	VPSRLW       $0x04, Y5, Y4
+	VPAND        nibbleMask<>+0(SB), Y5, Y5
+	VPAND        nibbleMask<>+0(SB), Y4, Y4
+	VMOVDQU      2(AX)(CX*1), X6
+	VINSERTI128  $0x01, 2(BX)(CX*1), Y6, Y6
+	VPSRLW       $0x04, Y6, Y9
+	VPAND        nibbleMask<>+0(SB), Y6, Y6
+	VPAND        nibbleMask<>+0(SB), Y9, Y9
+	VMOVDQU      2(AX)(CX*2), X7
+	VINSERTI128  $0x01, 2(BX)(CX*2), Y7, Y7
+	VPSRLW       $0x04, Y7, Y10
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y10, Y10
+	VMOVDQU      2(AX)(DX*1), X8
+	VINSERTI128  $0x01, 2(BX)(DX*1), Y8, Y8
+	VPSRLW       $0x04, Y8, Y11
+	VPAND        nibbleMask<>+0(SB), Y8, Y8
+	VPAND        nibbleMask<>+0(SB), Y11, Y11
+	VPMADDUBSW   (SI), Y5, Y12
+	VPMADDUBSW   32(SI), Y4, Y13
+	VPADDW       Y13, Y12, Y12
+	VPMADDWD     onesI16<>+0(SB), Y12, Y12
+	VPMADDUBSW   (SI), Y6, Y13
+	VPMADDUBSW   32(SI), Y9, Y14
+	VPADDW       Y14, Y13, Y13
+	VPMADDWD     onesI16<>+0(SB), Y13, Y13
+	VPHADDD      Y13, Y12, Y12
+	VPMADDUBSW   (SI), Y7, Y13
+	VPMADDUBSW   32(SI), Y10, Y14
+	VPADDW       Y14, Y13, Y13
+	VPMADDWD     onesI16<>+0(SB), Y13, Y13
+	VPMADDUBSW   (SI), Y8, Y14
+	VPMADDUBSW   32(SI), Y11, Y15
+	VPADDW       Y15, Y14, Y14
+	VPMADDWD     onesI16<>+0(SB), Y14, Y14
+	VPHADDD      Y14, Y13, Y13
+	VPHADDD      Y13, Y12, Y12
+	VPBROADCASTD (R8), Y13
+	VPSUBD       Y13, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (DI), Y13
+	VMULPS       (SP), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y0
+	VPMADDUBSW   (SI)(R10*1), Y5, Y12
+	VPMADDUBSW   32(SI)(R10*1), Y4, Y13
+	VPADDW       Y13, Y12, Y12
+	VPMADDWD     onesI16<>+0(SB), Y12, Y12
+	VPMADDUBSW   (SI)(R10*1), Y6, Y13
+	VPMADDUBSW   32(SI)(R10*1), Y9, Y14
+	VPADDW       Y14, Y13, Y13
+	VPMADDWD     onesI16<>+0(SB), Y13, Y13
+	VPHADDD      Y13, Y12, Y12
+	VPMADDUBSW   (SI)(R10*1), Y7, Y13
+	VPMADDUBSW   32(SI)(R10*1), Y10, Y14
+	VPADDW       Y14, Y13, Y13
+	VPMADDWD     onesI16<>+0(SB), Y13, Y13
+	VPMADDUBSW   (SI)(R10*1), Y8, Y14
+	VPMADDUBSW   32(SI)(R10*1), Y11, Y15
+	VPADDW       Y15, Y14, Y14
+	VPMADDWD     onesI16<>+0(SB), Y14, Y14
+	VPHADDD      Y14, Y13, Y13
+	VPHADDD      Y13, Y12, Y12
+	VPBROADCASTD (R8)(R11*1), Y13
+	VPSUBD       Y13, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (DI)(R11*1), Y13
+	VMULPS       (SP), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y1
+	VPMADDUBSW   (SI)(R10*2), Y5, Y12
+	VPMADDUBSW   32(SI)(R10*2), Y4, Y13
+	VPADDW       Y13, Y12, Y12
+	VPMADDWD     onesI16<>+0(SB), Y12, Y12
+	VPMADDUBSW   (SI)(R10*2), Y6, Y13
+	VPMADDUBSW   32(SI)(R10*2), Y9, Y14
+	VPADDW       Y14, Y13, Y13
+	VPMADDWD     onesI16<>+0(SB), Y13, Y13
+	VPHADDD      Y13, Y12, Y12
+	VPMADDUBSW   (SI)(R10*2), Y7, Y13
+	VPMADDUBSW   32(SI)(R10*2), Y10, Y14
+	VPADDW       Y14, Y13, Y13
+	VPMADDWD     onesI16<>+0(SB), Y13, Y13
+	VPMADDUBSW   (SI)(R10*2), Y8, Y14
+	VPMADDUBSW   32(SI)(R10*2), Y11, Y15
+	VPADDW       Y15, Y14, Y14
+	VPMADDWD     onesI16<>+0(SB), Y14, Y14
+	VPHADDD      Y14, Y13, Y13
+	VPHADDD      Y13, Y12, Y12
+	VPBROADCASTD (R8)(R11*2), Y13
+	VPSUBD       Y13, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (DI)(R11*2), Y13
+	VMULPS       (SP), Y13, Y13
+	VFMADD231PS  Y13, Y12, Y2
+	VPMADDUBSW   (SI)(R12*1), Y5, Y12
+	VPMADDUBSW   32(SI)(R12*1), Y4, Y4
+	VPADDW       Y4, Y12, Y12
+	VPMADDWD     onesI16<>+0(SB), Y12, Y12
+	VPMADDUBSW   (SI)(R12*1), Y6, Y4
+	VPMADDUBSW   32(SI)(R12*1), Y9, Y9
+	VPADDW       Y9, Y4, Y4
+	VPMADDWD     onesI16<>+0(SB), Y4, Y4
+	VPHADDD      Y4, Y12, Y12
+	VPMADDUBSW   (SI)(R12*1), Y7, Y4
+	VPMADDUBSW   32(SI)(R12*1), Y10, Y9
+	VPADDW       Y9, Y4, Y4
+	VPMADDWD     onesI16<>+0(SB), Y4, Y4
+	VPMADDUBSW   (SI)(R12*1), Y8, Y9
+	VPMADDUBSW   32(SI)(R12*1), Y11, Y10
+	VPADDW       Y10, Y9, Y9
+	VPMADDWD     onesI16<>+0(SB), Y9, Y9
+	VPHADDD      Y9, Y4, Y4
+	VPHADDD      Y4, Y12, Y12
+	VPBROADCASTD (R8)(R13*1), Y4
+	VPSUBD       Y4, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VBROADCASTSS (DI)(R13*1), Y4
+	VMULPS       (SP), Y4, Y4
+	VFMADD231PS  Y4, Y12, Y3
+	ADDQ         $0x00000012, AX
+	ADDQ         $0x00000012, BX
+	ADDQ         $0x00000040, SI
+	ADDQ         $0x00000004, DI
+	ADDQ         $0x00000004, R8
+	DECQ         R9
+	JMP          dotQ4_0r8x4AVX2_loop
 
-dotQ4_0r8x2AVX2_done:
-	MOVQ    out+56(FP), AX
+dotQ4_0r8x4AVX2_done:
+	MOVQ    out+64(FP), AX
 	VMOVUPS Y0, (AX)
 	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
 	VZEROUPPER
 	RET
 

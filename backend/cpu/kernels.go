@@ -36,15 +36,19 @@ type tileKernel func(w []byte, rowBytes int, a *acts, t int, out *[16]float32)
 
 // kernel is what a weight type's matmul runs; all but one may be nil.
 // rows8 is rowsKernel for eight rows (out[r], r < 8), tile8 eight rows by
-// tokens t, t+1 (out[8i+r]).
+// tokens t..t+3 (out[8i+r]).
 type kernel struct {
 	one   dotKernel
 	four  quadKernel
 	rows4 rowsKernel
 	tile  tileKernel
 	rows8 rowsKernel
-	tile8 tileKernel
+	tile8 tile8Kernel
 }
+
+// tile8Kernel is dotKernel for eight weight rows (rowBytes apart) by tokens
+// t..t+3: out[8i+r] is row r times token t+i.
+type tile8Kernel func(w []byte, rowBytes int, a *acts, t int, out *[32]float32)
 
 func f16(b []byte) float32 { return quant.F16ToF32(binary.LittleEndian.Uint16(b)) }
 

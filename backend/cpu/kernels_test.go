@@ -121,11 +121,12 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 				}
 			}
 			if k.tile8 != nil {
-				k.tile8(w, rb, a, 3, &out)
-				for i, v := range out {
-					tk, ri := 3+i/8, i%8
+				var out8 [32]float32
+				k.tile8(w, rb, a, 1, &out8)
+				for i, v := range out8 {
+					tk, ri := 1+i/8, i%8
 					if g := gen.one(w[ri*rb:(ri+1)*rb], a.row(tk)); v != g {
-						t.Errorf("%s n=%d row %d token %d: 8×2 tile kernel %g, Go kernel %g", typ, n, ri, tk, v, g)
+						t.Errorf("%s n=%d row %d token %d: 8×4 tile kernel %g, Go kernel %g", typ, n, ri, tk, v, g)
 					}
 				}
 			}

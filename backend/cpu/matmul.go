@@ -20,6 +20,7 @@ type acts struct {
 	d     []float32
 	bsums []int16
 	b8    []int32   // Q8_0: 8× the sum of each block
+	dup   []int8    // Q8_0 for Q4_0 batches of four or more: per block values 0..15 twice, then 16..31 twice
 	f     []float32 // rows × k, when the float path runs
 	rs    []arow    // row(t), cut once per batch
 }
@@ -59,6 +60,18 @@ func (a *acts) prepare(s *tensor, off, k int, typ quant.Type, integer bool) {
 		for t := 0; t < T; t++ {
 			x := s.data[t*s.stride+off : t*s.stride+off+k]
 			quantRowQ8_0(x, a.qs[t*k:(t+1)*k], a.d[t*nb:(t+1)*nb], a.b8[t*nb:(t+1)*nb])
+		}
+		if typ == quant.Q4_0 && T >= 4 {
+			// The 8×4 tile reads each half block broadcast to both
+			// halves of a register, straight from memory.
+			a.dup = grow(a.dup, 2*T*k)
+			for i := 0; i < T*k; i += 32 {
+				q, o := a.qs[i:i+32], a.dup[2*i:2*i+64]
+				copy(o[0:16], q[0:16])
+				copy(o[16:32], q[0:16])
+				copy(o[32:48], q[16:32])
+				copy(o[48:64], q[16:32])
+			}
 		}
 	case actQ8K:
 		a.blocks = k / quant.QK_K
@@ -132,20 +145,20 @@ func (j *mmJob) do(lo, hi, worker int) {
 	w, a := j.w, j.a
 	rb := w.rowBytes
 	if j.kern.rows8 != nil {
-		// Eight rows at a time, by two tokens while there are two.
-		out := &j.c.tiles[worker]
+		// Eight rows at a time, by four tokens while there are four.
+		out := &j.c.tiles8[worker]
 		for ; lo+8 <= hi; lo += 8 {
 			r := j.rowOff + lo
 			rows := w.data[r*rb : (r+8)*rb]
 			t := 0
-			for ; t+2 <= a.rows; t += 2 {
+			for ; t+4 <= a.rows; t += 4 {
 				j.kern.tile8(rows, rb, a, t, out)
-				for i := 0; i < 16; i++ {
+				for i := 0; i < 32; i++ {
 					j.put(t+i/8, lo+i%8, out[i])
 				}
 			}
-			if t < a.rows {
-				j.kern.rows8(rows, rb, a.row(t), out)
+			for ; t < a.rows; t++ {
+				j.kern.rows8(rows, rb, a.row(t), (*[16]float32)(out[:16]))
 				for i := 0; i < 8; i++ {
 					j.put(t, lo+i, out[i])
 				}
@@ -228,6 +241,7 @@ func (c *CPU) matmul(d *tensor, dstOff, out int, w *weight, rowOff int, s *tenso
 	if len(c.quads) < c.pool.n {
 		c.quads = make([][4]float32, c.pool.n)
 		c.tiles = make([][16]float32, c.pool.n)
+		c.tiles8 = make([][32]float32, c.pool.n)
 	}
 	c.mm = mmJob{c: c, d: d, dstOff: dstOff, w: w, rowOff: rowOff, a: &c.act, kern: kern, accumulate: accumulate}
 	align := 4

@@ -54,11 +54,12 @@ func dotQ4_0Rows8(w []byte, rowBytes int, a arow, out *[16]float32) {
 	dotQ4_0r8x1AVX2(&w[0], rowBytes, &a.qs[0], &a.d[0], &a.b8[0], len(a.d), len(a.qs), &out[0])
 }
 
-func dotQ4_0Tile8(w []byte, rowBytes int, a *acts, t int, out *[16]float32) {
+func dotQ4_0Tile8(w []byte, rowBytes int, a *acts, t int, out *[32]float32) {
 	r := &a.rs[t]
-	_ = a.rs[t+1]
+	_ = a.rs[t+3]
+	_ = a.dup[(t+4)*2*a.k-1]
 	_ = w[7*rowBytes+18*len(r.d)-1]
-	dotQ4_0r8x2AVX2(&w[0], rowBytes, &r.qs[0], &r.d[0], &r.b8[0], len(r.d), a.k, &out[0])
+	dotQ4_0r8x4AVX2(&w[0], rowBytes, &a.dup[t*2*a.k], &r.d[0], &r.b8[0], len(r.d), 2*a.k, 4*a.blocks, &out[0])
 }
 
 // simdVecOps returns the AVX2 forms of dotF32VecGo and fmaAxpyGo, or nils.
