@@ -232,6 +232,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("value length %d must be positive", c.VHead)
 	case c.Vocab <= 0:
 		return fmt.Errorf("vocabulary size is unknown")
+	case c.ContextLength <= 0:
+		return fmt.Errorf("context_length %d must be positive", c.ContextLength)
 	case c.Gating != GatingSoftmax && c.Gating != GatingSigmoid:
 		return fmt.Errorf("expert_gating_func %d is not supported (1 softmax, 2 sigmoid)", int(c.Gating))
 	case c.RMSEps <= 0:

@@ -136,6 +136,7 @@ func TestConfigErrors(t *testing.T) {
 		{"gating", set(set(base(), "deepseek2.expert_count", gguf.Uint32(4)), "deepseek2.expert_gating_func", gguf.Uint32(3)), "expert_gating_func 3 is not supported"},
 		{"used > experts", set(set(base(), "deepseek2.expert_count", gguf.Uint32(4)), "deepseek2.expert_used_count", gguf.Uint32(5)), "expert_used_count 5 must be between 1 and expert_count 4"},
 		{"all nextn", set(base(), "deepseek2.nextn_predict_layers", gguf.Uint32(2)), "leaves no decoder layers"},
+		{"zero context", set(base(), "deepseek2.context_length", gguf.Uint32(0)), "context_length 0 must be positive"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,15 +31,30 @@ type Model struct {
 	out    []float32 // the logits Forward returns
 }
 
+// ErrContextTrained is returned when the context asked for is more than the
+// model was trained for: positions past it are not what the model learned,
+// and an unbounded --ctx would allocate a cache of any size.
+type ErrContextTrained struct{ Asked, Trained int }
+
+func (e *ErrContextTrained) Error() string {
+	return fmt.Sprintf("a context of %d positions is more than the model's trained context of %d", e.Asked, e.Trained)
+}
+
 // Load binds the file's tensors on be and allocates the latent cache for ctx
-// positions (0: the smaller of the trained context and 4096).
+// positions (0: the smaller of the trained context and 4096). A negative ctx,
+// or one past the trained context, is an error.
 func Load(f *gguf.File, be backend.Backend, ctx int) (*Model, error) {
 	c, err := ConfigFrom(f)
 	if err != nil {
 		return nil, err
 	}
-	if ctx <= 0 {
+	switch {
+	case ctx < 0:
+		return nil, fmt.Errorf("context %d is negative (0: the smaller of the trained context and 4096)", ctx)
+	case ctx == 0:
 		ctx = min(c.ContextLength, 4096)
+	case ctx > c.ContextLength:
+		return nil, fmt.Errorf("%s: %w", f.Name, &ErrContextTrained{Asked: ctx, Trained: c.ContextLength})
 	}
 	b := &binder{f: f, be: be}
 	m := &Model{Config: c, be: be, ctx: ctx, rope: ropeOf(c), scale: attnScale(c)}
