@@ -17,6 +17,11 @@ type Options struct {
 	Context int    // cache positions; 0 = min(trained context, 4096)
 }
 
+// MaxThreads bounds the CPU workers, as ggml does (GGML_MAX_N_THREADS): each
+// worker has scratch as long as the context, and a million goroutines helps
+// nobody.
+const MaxThreads = 512
+
 // Loaded is an open model file, its network and the backend running it.
 type Loaded struct {
 	File    *gguf.File
@@ -37,8 +42,11 @@ func (l *Loaded) Close() error {
 // NVIDIA GPU; an error says what to install when the driver or NVRTC is
 // missing), or "auto" (CUDA when a device is usable, else the CPU).
 func NewBackend(name string, threads int) (backend.Backend, error) {
-	if threads < 0 {
+	switch {
+	case threads < 0:
 		return nil, fmt.Errorf("threads: %d is negative (0: one per core)", threads)
+	case threads > MaxThreads:
+		return nil, fmt.Errorf("threads: %d is more than %d (0: one per core)", threads, MaxThreads)
 	}
 	switch name {
 	case "cpu":
@@ -71,6 +79,11 @@ func Load(path string, o Options) (*Loaded, error) {
 		f.Close()
 		return nil, err
 	}
+	if err := checkMemory(f, be, o.Context); err != nil {
+		be.Close()
+		f.Close()
+		return nil, err
+	}
 	m, err := deepseek2.Load(f, be, o.Context)
 	if err != nil {
 		be.Close()
@@ -78,4 +91,34 @@ func Load(path string, o Options) (*Loaded, error) {
 		return nil, err
 	}
 	return &Loaded{File: f, Model: m, Backend: be}, nil
+}
+
+// checkMemory refuses a CPU cache for ctx positions that is larger than the
+// machine's memory: allocating it would end the process with a runtime
+// trace, or swap. (The CUDA backend reports its own out-of-memory; a context
+// past the trained one is deepseek2.Load's error.)
+func checkMemory(f *gguf.File, be backend.Backend, ctx int) error {
+	if be.Name() != "cpu" || ctx <= 0 {
+		return nil
+	}
+	c, err := deepseek2.ConfigFrom(f)
+	if err != nil || ctx > c.ContextLength {
+		return nil // deepseek2.Load says what is wrong
+	}
+	threads := 1
+	if t, ok := be.(interface{ Threads() int }); ok {
+		threads = t.Threads()
+	}
+	return cacheFits(c.DecoderLayers(), ctx, c.CacheRow(), threads, physicalMemory())
+}
+
+// cacheFits checks that the CPU backend's float32 latent cache (layers × ctx
+// rows of row values) and its attention scratch (ctx floats per worker) fit
+// in mem bytes (0: unknown, not checked).
+func cacheFits(layers, ctx, row, threads int, mem uint64) error {
+	need := 4 * (float64(layers)*float64(ctx)*float64(row) + float64(threads)*float64(ctx))
+	if mem == 0 || need <= float64(mem) {
+		return nil
+	}
+	return fmt.Errorf("ctx %d: the latent cache needs %.1f GB, more than this machine's %.1f GB of memory (lower --ctx)", ctx, need/1e9, float64(mem)/1e9)
 }

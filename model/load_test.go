@@ -1,0 +1,91 @@
+package model
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+const goldenModels = "../../shared/golden/models"
+
+// Bad load options and files: each a one-line error naming the problem.
+func TestLoadErrors(t *testing.T) {
+	good := filepath.Join(goldenModels, "tiny-youtu-q4_0.gguf")
+	data, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	truncated := filepath.Join(dir, "truncated.gguf")
+	if err := os.WriteFile(truncated, data[:100000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(text, []byte("hello, not a model\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		path string
+		o    Options
+		want string
+	}{
+		{"negative threads", good, Options{Backend: "cpu", Threads: -1}, "threads: -1 is negative"},
+		{"huge threads", good, Options{Backend: "cpu", Threads: 1_000_000_000}, "threads: 1000000000 is more than 512"},
+		{"unknown backend", good, Options{Backend: "tpu"}, `unknown backend "tpu" (available: auto, cpu, cuda)`},
+		{"negative ctx", good, Options{Backend: "cpu", Context: -5}, "context -5 is negative"},
+		{"ctx past trained", good, Options{Backend: "cpu", Context: 100_000_000}, "a context of 100000000 positions is more than the model's trained context of 4096"},
+		{"truncated", truncated, Options{Backend: "cpu"}, "file is truncated"},
+		{"not gguf", text, Options{Backend: "cpu"}, "not a GGUF file"},
+		{"missing", filepath.Join(dir, "none.gguf"), Options{Backend: "cpu"}, "no such file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lm, err := Load(tc.path, tc.o)
+			if err == nil {
+				lm.Close()
+				t.Fatalf("loaded; want an error with %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error %q, want one line with %q", err, tc.want)
+			}
+		})
+	}
+	lm, err := Load(good, Options{Backend: "cpu", Threads: MaxThreads, Context: 4096})
+	if err != nil {
+		t.Fatalf("the most threads and the trained context: %v", err)
+	}
+	if err := lm.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The CPU cache is checked against the machine's memory before it is
+// allocated: GLM-4.7-Flash's 47 layers of 576 values at its trained
+// 202752 positions are 21.9 GB of float32.
+func TestCacheFits(t *testing.T) {
+	const GB = 1_000_000_000
+	for _, tc := range []struct {
+		layers, ctx, row, threads int
+		mem                       uint64
+		want                      string
+	}{
+		{47, 202752, 576, 2, 16 * GB, "ctx 202752: the latent cache needs 22.0 GB, more than this machine's 16.0 GB of memory (lower --ctx)"},
+		{47, 202752, 576, 2, 32 * GB, ""},
+		{47, 202752, 576, 2, 0, ""}, // memory unknown
+		{27, 4096, 576, 512, 1 * GB, ""},
+		{3, 1 << 40, 288, 1, 64 * GB, "the latent cache needs"},
+	} {
+		err := cacheFits(tc.layers, tc.ctx, tc.row, tc.threads, tc.mem)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v", tc, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: error %v, want %q", tc, err, tc.want)
+		}
+	}
+	if m := physicalMemory(); (runtime.GOOS == "linux" || runtime.GOOS == "darwin") && m < 1<<28 {
+		t.Errorf("physicalMemory() = %d bytes: not this machine's", m)
+	}
+}
