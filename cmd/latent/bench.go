@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -35,8 +36,16 @@ func newBenchCmd() *cobra.Command {
 			if o.Prefill < 1 || o.Decode < 1 || o.Reps < 1 {
 				return fmt.Errorf("-p %d, -n %d, --reps %d: each must be at least 1", o.Prefill, o.Decode, o.Reps)
 			}
+			if o.Prefill > maxBenchTokens || o.Decode > maxBenchTokens {
+				return fmt.Errorf("-p %d, -n %d: at most %d tokens each", o.Prefill, o.Decode, maxBenchTokens)
+			}
 			opts.Context = o.Need()
 			lm, err := model.Load(args[0], opts)
+			var trained *deepseek2.ErrContextTrained
+			if errors.As(err, &trained) {
+				return fmt.Errorf("%s: --depth %d + -p %d + -n %d = %d tokens, more than the model's trained context of %d",
+					args[0], opts.Context-o.Prefill-o.Decode, o.Prefill, o.Decode, opts.Context, trained.Trained)
+			}
 			if err != nil {
 				return err
 			}
@@ -65,6 +74,10 @@ func newBenchCmd() *cobra.Command {
 	return cmd
 }
 
+// maxBenchTokens bounds -p, -n and each depth, so that their sum cannot
+// overflow; no model's context comes near it.
+const maxBenchTokens = 1 << 30
+
 // parseDepths reads a comma-separated list of cache depths.
 func parseDepths(s string) ([]int, error) {
 	var out []int
@@ -72,6 +85,9 @@ func parseDepths(s string) ([]int, error) {
 		v, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil || v < 0 {
 			return nil, fmt.Errorf("--depth: %q is not a token count", p)
+		}
+		if v > maxBenchTokens {
+			return nil, fmt.Errorf("--depth: %d is more than %d tokens", v, maxBenchTokens)
 		}
 		out = append(out, v)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -73,14 +74,50 @@ func TestBenchTableAndErrors(t *testing.T) {
 	if !strings.Contains(out, "decode tok/s") || !strings.Contains(out, "tiny-youtu.gguf") {
 		t.Errorf("table:\n%s", out)
 	}
-	for _, args := range [][]string{
-		{"bench", path, "--depth", "x"},
-		{"bench", path, "-n", "0"},
-		{"bench", path, "--reps", "0"},
-		{"bench", filepath.Join(t.TempDir(), "missing.gguf")},
+	dir := t.TempDir()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(dir, "truncated.gguf")
+	if err := os.WriteFile(truncated, data[:100000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(text, []byte("not a model\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--depth", "x"}, `--depth: "x" is not a token count`},
+		{[]string{"--depth", "0,,4"}, `--depth: "" is not a token count`},
+		{[]string{"--depth", "999999999999999999"}, "--depth: 999999999999999999 is more than 1073741824 tokens"},
+		{[]string{"-p", "0"}, "each must be at least 1"},
+		{[]string{"-n", "-1"}, "each must be at least 1"},
+		{[]string{"--reps", "0"}, "each must be at least 1"},
+		{[]string{"-p", "99999999999999"}, "at most 1073741824 tokens each"},
+		// The tiny presets are trained for 4096 positions.
+		{[]string{"-p", "100000"}, "--depth 0 + -p 100000 + -n 128 = 100128 tokens, more than the model's trained context of 4096"},
+		{[]string{"--depth", "0,4000", "-p", "64", "-n", "64"}, "--depth 4000 + -p 64 + -n 64 = 4128 tokens, more than the model's trained context of 4096"},
+		{[]string{"--threads", "1000000000"}, "threads: 1000000000 is more than 512"},
+		{[]string{"--backend", "tpu"}, `unknown backend "tpu"`},
 	} {
-		if _, err := runLatent(t, args...); err == nil || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%v: error %v, want one line", args, err)
+		_, err := runLatent(t, append([]string{"bench", path}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: error %v, want one line with %q", tc.args, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ path, want string }{
+		{filepath.Join(dir, "missing.gguf"), "no such file"},
+		{truncated, "file is truncated"},
+		{text, "not a GGUF file"},
+		{dir, "not a regular file"},
+	} {
+		_, err := runLatent(t, "bench", tc.path, "-p", "4", "-n", "2", "--reps", "1")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("bench %s: error %v, want one line with %q", tc.path, err, tc.want)
 		}
 	}
 }
