@@ -1,15 +1,18 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/latent-ai/latent/backend/cuda"
 	"github.com/latent-ai/latent/model"
+	"github.com/latent-ai/latent/model/deepseek2"
 )
 
 func newProfileCmd() *cobra.Command {
@@ -26,9 +29,21 @@ func newProfileCmd() *cobra.Command {
 			if depth < 0 || top < 0 {
 				return fmt.Errorf("--depth %d, --top %d: must not be negative", depth, top)
 			}
+			if depth > maxBenchTokens {
+				return fmt.Errorf("--depth %d: more than %d tokens", depth, maxBenchTokens)
+			}
+			if err := cuda.Available(); err != nil {
+				// The driver's advice ends in "use --backend cpu", which profile has not.
+				msg := strings.TrimSuffix(strings.TrimSuffix(err.Error(), ", or use --backend cpu"), " (use --backend cpu)")
+				return fmt.Errorf("profile times CUDA kernels and needs an NVIDIA GPU (latent bench --backend cpu measures the CPU): %s", msg)
+			}
 			opts.Backend = "cuda"
 			opts.Context = depth + 2
 			lm, err := model.Load(args[0], opts)
+			var trained *deepseek2.ErrContextTrained
+			if errors.As(err, &trained) {
+				return fmt.Errorf("%s: --depth %d is more than the model's trained context of %d allows", args[0], depth, trained.Trained)
+			}
 			if err != nil {
 				return err
 			}

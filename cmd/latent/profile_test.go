@@ -12,8 +12,10 @@ import (
 func TestProfile(t *testing.T) {
 	out, err := runLatent(t, "profile", goldenModel("tiny-glm-q4_0"), "--depth", "8", "--each")
 	if cuda.Available() != nil {
-		if err == nil || !strings.Contains(err.Error(), "cuda backend") || strings.Contains(err.Error(), "\n") {
-			t.Fatalf("error %v, want one line about the cuda backend", err)
+		// Profile takes no --backend: the driver's advice to use one is cut.
+		if err == nil || !strings.Contains(err.Error(), "needs an NVIDIA GPU") || strings.Contains(err.Error(), "--backend cpu,") ||
+			strings.HasSuffix(err.Error(), "--backend cpu") || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("error %v, want one line saying profile needs an NVIDIA GPU", err)
 		}
 		return
 	}
@@ -23,6 +25,23 @@ func TestProfile(t *testing.T) {
 	for _, want := range []string{"decode step at depth 8", "mmvq1_T_Q4_0", "attn_partial", "step"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Bad flags fail before the GPU is looked for, with or without one.
+func TestProfileErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--depth", "-1"}, "--depth -1, --top 15: must not be negative"},
+		{[]string{"--top", "-1"}, "--depth 0, --top -1: must not be negative"},
+		{[]string{"--depth", "999999999999999999"}, "--depth 999999999999999999: more than 1073741824 tokens"},
+	} {
+		_, err := runLatent(t, append([]string{"profile", goldenModel("tiny-glm-q4_0")}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: error %v, want one line with %q", tc.args, err, tc.want)
 		}
 	}
 }
