@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/latent-ai/latent/backend/cuda"
 	"github.com/latent-ai/latent/engine"
 	"github.com/latent-ai/latent/gguf"
 )
@@ -228,6 +229,21 @@ func TestLogitsErrors(t *testing.T) {
 		{"token outside vocabulary", []string{"logits", model, "--tokens", "1024"}, "token 1024 is outside the vocabulary of 1024"},
 		{"bad token list", []string{"logits", model, "--tokens", "1,,2"}, `--tokens: "" is not a token id`},
 		{"unknown backend", []string{"logits", model, "--tokens", "1", "--backend", "tpu"}, `unknown backend "tpu"`},
+		{"negative ctx", []string{"logits", model, "--tokens", "1", "--ctx", "-5"}, "context -5 is negative"},
+		{"ctx past trained", []string{"logits", model, "--tokens", "1", "--ctx", "100000000"}, "a context of 100000000 positions is more than the model's trained context of 4096"},
+		{"huge threads", []string{"logits", model, "--tokens", "1", "--threads", "1000000000"}, "threads: 1000000000 is more than 512"},
+		{"negative steps", []string{"logits", model, "--tokens", "1", "--steps", "-3"}, "--steps -3: must not be negative"},
+		{"bad feed", []string{"logits", model, "--tokens", "1", "--feed", "x"}, `--feed: "x" is not a token id`},
+		{"feed past steps", []string{"logits", model, "--tokens", "1", "--steps", "1", "--feed", "1,2"}, "--feed has 2 tokens for 1 --steps"},
+		{"feed outside vocabulary", []string{"logits", model, "--tokens", "1", "--steps", "1", "--feed", "5000"}, "step 0: token 5000 is outside the vocabulary of 1024"},
+		{"token past int32", []string{"logits", model, "--tokens", "99999999999"}, `--tokens: "99999999999" is not a token id`},
+	}
+	if cuda.Available() != nil {
+		tests = append(tests, struct {
+			name string
+			args []string
+			want string
+		}{"cuda without a GPU", []string{"logits", model, "--tokens", "1", "--backend", "cuda"}, "cuda backend: no CUDA device"})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
