@@ -25,6 +25,15 @@ func synthCLI(t *testing.T, args ...string) (string, error) {
 func TestSynthErrors(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "m.gguf")
+	other := t.TempDir()
+	file := filepath.Join(other, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	readOnly := filepath.Join(other, "ro")
+	if err := os.Mkdir(readOnly, 0o555); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		args []string
 		want []string // substrings of the one-line error
@@ -38,6 +47,16 @@ func TestSynthErrors(t *testing.T) {
 		{[]string{"-p", "tiny-glm"}, []string{"--output (-o) is required"}},
 		{[]string{"-p", "tiny-glm", "-o", filepath.Join(dir, "no", "m.gguf")}, []string{"no such file or directory"}},
 		{[]string{"-p", "tiny-glm", "--chat-template", filepath.Join(dir, "absent.jinja"), "-o", out}, []string{"chat template"}},
+		{[]string{"-p", "tiny-glm", "-o", dir}, []string{dir + " is a directory"}},
+		{[]string{"-p", "tiny-glm", "-o", filepath.Join(file, "m.gguf")}, []string{"not a directory"}},
+	}
+	// Root writes into a read-only directory anyway, so only others can see
+	// the refusal.
+	if os.Geteuid() != 0 {
+		tests = append(tests, struct {
+			args []string
+			want []string
+		}{[]string{"-p", "tiny-glm", "-o", filepath.Join(readOnly, "m.gguf")}, []string{"permission denied"}})
 	}
 	for _, tc := range tests {
 		_, err := synthCLI(t, tc.args...)
@@ -56,6 +75,9 @@ func TestSynthErrors(t *testing.T) {
 		}
 	}
 	if names, _ := os.ReadDir(dir); len(names) != 0 {
+		t.Errorf("failed runs left files: %v", names)
+	}
+	if names, _ := os.ReadDir(readOnly); len(names) != 0 {
 		t.Errorf("failed runs left files: %v", names)
 	}
 }
