@@ -62,6 +62,17 @@ func TestDecodeAllocatesNothing(t *testing.T) {
 			if n := testing.AllocsPerRun(40, step); n != 0 {
 				t.Errorf("%g allocations per decode step, want 0", n)
 			}
+			greedy := func() {
+				id, err := m.ForwardArgmax(tok)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tok[0] = id
+			}
+			greedy()
+			if n := testing.AllocsPerRun(40, greedy); n != 0 {
+				t.Errorf("%g allocations per greedy decode step (ForwardArgmax), want 0", n)
+			}
 		})
 	}
 }

@@ -57,6 +57,49 @@ func (m *Model) newActs(T int) *acts {
 // vocab values per token: every token's when all is set, else the last one's.
 // The logits are the model's buffer: valid until the next Forward.
 func (m *Model) Forward(tokens []int32, all bool) ([]float32, error) {
+	logits, err := m.pass(tokens, all)
+	if err != nil {
+		return nil, err
+	}
+	n := logits.Rows() * logits.Cols()
+	if cap(m.out) < n {
+		m.out = make([]float32, n)
+	}
+	m.be.Read(logits, m.out[:n])
+	return m.out[:n], nil
+}
+
+// ForwardArgmax runs tokens like Forward and returns the index of the last
+// token's largest logit, the first on ties (engine.Argmax's rules). On a
+// backend.Argmaxer the choice is made where the logits are, and only the id
+// comes back (4 bytes from a GPU instead of the vocabulary's logits).
+func (m *Model) ForwardArgmax(tokens []int32) (int32, error) {
+	logits, err := m.pass(tokens, false)
+	if err != nil {
+		return 0, err
+	}
+	if a, ok := m.be.(backend.Argmaxer); ok {
+		a.Argmax(logits, m.best[:])
+		return m.best[0], nil
+	}
+	n := logits.Cols()
+	if cap(m.out) < n {
+		m.out = make([]float32, n)
+	}
+	x := m.out[:n]
+	m.be.Read(logits, x)
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best), nil
+}
+
+// pass records (or runs) the network over tokens and returns the logits
+// tensor [T or 1, vocab], valid until the next pass.
+func (m *Model) pass(tokens []int32, all bool) (backend.Tensor, error) {
 	c, be := m.Config, m.be
 	T := len(tokens)
 	if T == 0 {
@@ -94,12 +137,7 @@ func (m *Model) Forward(tokens []int32, all bool) ([]float32, error) {
 	be.RMSNorm(h, x, m.outNorm, float32(c.RMSEps))
 	logits := be.Tensor(x.Rows(), c.Vocab) // [T or 1, vocab]
 	be.MatMul(logits, m.output, h)
-	n := x.Rows() * c.Vocab
-	if cap(m.out) < n {
-		m.out = make([]float32, n)
-	}
-	be.Read(logits, m.out[:n])
-	return m.out[:n], nil
+	return logits, nil
 }
 
 // attention adds layer l's multi-head latent attention to x (notes §3, 1–8).
