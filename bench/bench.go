@@ -111,14 +111,21 @@ func Run(m Model, be backend.Backend, modelName string, o Options) ([]Result, er
 			}
 			pre = append(pre, float64(o.Prefill)/time.Since(start).Seconds())
 
+			// Greedy decode; a model that picks the argmax where the logits
+			// are copies back only the token, as generation does.
 			next := []int32{engine.Argmax(logits)}
+			g, fast := m.(engine.Greedy)
 			launches := count(be)
 			start = time.Now()
 			for i := 0; i < o.Decode; i++ {
-				if logits, err = m.Forward(next, false); err != nil {
+				if fast {
+					next[0], err = g.ForwardArgmax(next)
+				} else if logits, err = m.Forward(next, false); err == nil {
+					next[0] = engine.Argmax(logits)
+				}
+				if err != nil {
 					return nil, fmt.Errorf("bench: decode step %d: %w", i, err)
 				}
-				next[0] = engine.Argmax(logits)
 			}
 			dec = append(dec, float64(o.Decode)/time.Since(start).Seconds())
 			kern = append(kern, float64(count(be)-launches)/float64(o.Decode))

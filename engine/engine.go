@@ -14,3 +14,13 @@ type Model interface {
 	Position() int // positions already filled
 	Reset()
 }
+
+// Greedy is implemented by models that can pick the argmax of the last
+// token's logits where they are computed (on a GPU: 4 bytes copied back per
+// token instead of the vocabulary's logits). Generate uses it whenever the
+// sampler's answer is the plain argmax (SamplerOptions.PlainGreedy).
+type Greedy interface {
+	// ForwardArgmax runs tokens like Forward and returns the index of the
+	// last token's largest logit, the first on ties (Argmax's rules).
+	ForwardArgmax(tokens []int32) (int32, error)
+}

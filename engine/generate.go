@@ -124,8 +124,20 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 	} else if cached == 0 {
 		m.Reset()
 	}
-	logits, err := m.Forward(req.Prompt[cached:], false)
-	if err != nil {
+	// Plain greedy decoding asks a Greedy model for the argmax only.
+	g, fast := m.(Greedy)
+	fast = fast && req.Sampler.PlainGreedy()
+	var logits []float32
+	var tok int32
+	forward := func(toks []int32) (err error) {
+		if fast {
+			tok, err = g.ForwardArgmax(toks)
+		} else {
+			logits, err = m.Forward(toks, false)
+		}
+		return err
+	}
+	if err := forward(req.Prompt[cached:]); err != nil {
 		return nil, nil, fmt.Errorf("prefill of %d tokens: %w", len(req.Prompt)-cached, err)
 	}
 	emitAll := func(toks []int32) error {
@@ -150,7 +162,9 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 		if ctx.Err() != nil {
 			return finish(StopCancelled)
 		}
-		tok := s.Sample(logits, history)
+		if !fast {
+			tok = s.Sample(logits, history)
+		}
 		history = append(history, tok)
 		if res.Generated++; res.Generated == 1 {
 			res.PrefillDuration = time.Since(start)
@@ -192,7 +206,7 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 			return finish(StopCancelled)
 		}
 		next[0] = tok
-		if logits, err = m.Forward(next, false); err != nil {
+		if err := forward(next); err != nil {
 			return nil, nil, fmt.Errorf("decode step %d: %w", res.Generated, err)
 		}
 	}

@@ -64,6 +64,14 @@ func (o SamplerOptions) Validate() error {
 	return nil
 }
 
+// PlainGreedy reports whether a sampler with these options always picks the
+// largest logit (temperature ≤ 0 and no repetition penalty), so that only
+// the argmax is needed. Its rules differ from the sampler's only for logits
+// whose first value is NaN (Argmax then gives 0): a broken model either way.
+func (o SamplerOptions) PlainGreedy() bool {
+	return o.Temperature <= 0 && (o.RepeatPenalty == 0 || o.RepeatPenalty == 1 || o.RepeatLastN == 0)
+}
+
 // pcgStream is the second PCG seed word: any fixed value works, it only has
 // to stay the same so that a seed keeps giving the same tokens.
 const pcgStream = 0x9e3779b97f4a7c15

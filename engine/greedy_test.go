@@ -1,0 +1,107 @@
+package engine_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/latent-ai/latent/engine"
+	"github.com/latent-ai/latent/model"
+	"github.com/latent-ai/latent/model/deepseek2"
+)
+
+// slowModel hides ForwardArgmax: Generate must sample from the logits.
+type slowModel struct{ *deepseek2.Model }
+
+func (slowModel) ForwardArgmax() {} // a different signature: not an engine.Greedy
+
+// fastModel counts the argmax-only passes.
+type fastModel struct {
+	*deepseek2.Model
+	argmaxes int
+}
+
+func (f *fastModel) ForwardArgmax(tokens []int32) (int32, error) {
+	f.argmaxes++
+	return f.Model.ForwardArgmax(tokens)
+}
+
+// Greedy generation on golden models gives the same tokens through the
+// argmax-only fast path as through the logits and the sampler, and the fast
+// path runs exactly when the sampler is plain greedy.
+func TestGreedyFastPathSameTokens(t *testing.T) {
+	dir := "../../shared/golden/models"
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("no golden models: %v", err)
+	}
+	if _, ok := any(slowModel{}).(engine.Greedy); ok {
+		t.Fatal("slowModel is still an engine.Greedy")
+	}
+	for _, name := range []string{"tiny-youtu-q4_0", "tiny-glm-q4_0", "tiny-dsv2-q8_0"} {
+		t.Run(name, func(t *testing.T) {
+			load := func() *deepseek2.Model {
+				lm, err := model.Load(filepath.Join(dir, name+".gguf"), model.Options{Backend: "cpu", Context: 128, Threads: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { lm.Close() })
+				return lm.Model
+			}
+			slow, fast := slowModel{load()}, &fastModel{Model: load()}
+			for _, tc := range []struct {
+				name     string
+				opts     engine.SamplerOptions
+				wantFast bool
+			}{
+				{"greedy", engine.SamplerOptions{}, true},
+				{"greedy with top-k and top-p", engine.SamplerOptions{TopK: 40, TopP: 0.9, MinP: 0.05}, true},
+				{"penalty", engine.SamplerOptions{RepeatPenalty: 1.5, RepeatLastN: 64}, false},
+			} {
+				req := engine.Request{Prompt: []int32{1, 17, 42, 99, 7}, MaxTokens: 24, Sampler: tc.opts}
+				run := func(m engine.Model) []int32 {
+					var got []int32
+					if _, err := engine.Generate(context.Background(), m, req, func(tk engine.Token) error {
+						got = append(got, tk.ID)
+						return nil
+					}); err != nil {
+						t.Fatal(err)
+					}
+					return got
+				}
+				fast.argmaxes = 0
+				want, got := run(slow), run(fast)
+				if !slices.Equal(got, want) {
+					t.Errorf("%s: fast path %v, sampler %v", tc.name, got, want)
+				}
+				if len(want) != req.MaxTokens {
+					t.Errorf("%s: %d tokens, want %d", tc.name, len(want), req.MaxTokens)
+				}
+				if used := fast.argmaxes > 0; used != tc.wantFast {
+					t.Errorf("%s: fast path used %v (%d passes), want %v", tc.name, used, fast.argmaxes, tc.wantFast)
+				}
+			}
+		})
+	}
+}
+
+func TestPlainGreedy(t *testing.T) {
+	for _, tc := range []struct {
+		o    engine.SamplerOptions
+		want bool
+	}{
+		{engine.SamplerOptions{}, true},
+		{engine.SamplerOptions{Temperature: -1, TopK: 5}, true},
+		{engine.SamplerOptions{RepeatPenalty: 1, RepeatLastN: 64}, true},
+		{engine.SamplerOptions{RepeatPenalty: 1.1, RepeatLastN: 0}, true},
+		{engine.SamplerOptions{RepeatPenalty: 1.1, RepeatLastN: 64}, false},
+		{engine.SamplerOptions{RepeatPenalty: 1.1, RepeatLastN: -1}, false},
+		{engine.SamplerOptions{Temperature: 0.8}, false},
+		{engine.DefaultSamplerOptions(), false},
+	} {
+		if got := tc.o.PlainGreedy(); got != tc.want {
+			t.Errorf("%+v: PlainGreedy %v, want %v", tc.o, got, tc.want)
+		}
+	}
+}
