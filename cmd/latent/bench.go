@@ -40,7 +40,11 @@ func newBenchCmd() *cobra.Command {
 				return fmt.Errorf("-p %d, -n %d: at most %d tokens each", o.Prefill, o.Decode, maxBenchTokens)
 			}
 			opts.Context = o.Need()
-			lm, err := model.Load(args[0], opts)
+			path, err := resolveModel(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			lm, err := model.Load(path, opts)
 			var trained *deepseek2.ErrContextTrained
 			if errors.As(err, &trained) {
 				return fmt.Errorf("%s: --depth %d + -p %d + -n %d = %d tokens, more than the model's trained context of %d",
@@ -51,7 +55,7 @@ func newBenchCmd() *cobra.Command {
 			}
 			defer lm.Close()
 			o.BytesPerToken = deepseek2.FootprintOf(lm.File, lm.Model.Config).DecodeBytes
-			res, err := bench.Run(lm.Model, lm.Backend, filepath.Base(args[0]), o)
+			res, err := bench.Run(lm.Model, lm.Backend, filepath.Base(path), o)
 			if err != nil {
 				return err
 			}

@@ -110,7 +110,7 @@ func TestBenchTableAndErrors(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ path, want string }{
-		{filepath.Join(dir, "missing.gguf"), "no such file"},
+		{filepath.Join(dir, "missing.gguf"), "missing.gguf: no such model file"},
 		{truncated, "file is truncated"},
 		{text, "not a GGUF file"},
 		{dir, "not a regular file"},

@@ -38,7 +38,11 @@ func newLogitsCmd() *cobra.Command {
 			if len(fed) > steps {
 				return fmt.Errorf("--feed has %d tokens for %d --steps", len(fed), steps)
 			}
-			lm, err := model.Load(args[0], opts)
+			path, err := resolveModel(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			lm, err := model.Load(path, opts)
 			if err != nil {
 				return err
 			}

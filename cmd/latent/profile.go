@@ -39,7 +39,11 @@ func newProfileCmd() *cobra.Command {
 			}
 			opts.Backend = "cuda"
 			opts.Context = depth + 2
-			lm, err := model.Load(args[0], opts)
+			path, err := resolveModel(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			lm, err := model.Load(path, opts)
 			var trained *deepseek2.ErrContextTrained
 			if errors.As(err, &trained) {
 				return fmt.Errorf("%s: --depth %d is more than the model's trained context of %d allows", args[0], depth, trained.Trained)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/hub"
 	"github.com/latent-ai/latent/internal/units"
 	"github.com/latent-ai/latent/model"
 	"github.com/latent-ai/latent/model/deepseek2"
@@ -23,7 +26,11 @@ func newShowCmd() *cobra.Command {
 		Short: "Describe a GGUF model: shape, size, weight types, bytes read per token, tokenizer",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := gguf.Open(args[0])
+			path, err := resolveModel(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			f, err := gguf.Open(path)
 			if err != nil {
 				return err
 			}
@@ -181,4 +188,13 @@ func humanCount(n int64) string {
 		return fmt.Sprintf("%.1f K", float64(n)/1e3)
 	}
 	return fmt.Sprint(n)
+}
+
+// resolveModel turns a command's MODEL argument into a file: a .gguf path as
+// it is, or a model reference (hf.co/OWNER/REPO[:QUANT], a short name) from
+// the store, pulled on first use as latent run does, with progress on stderr.
+func resolveModel(cmd *cobra.Command, ref string) (string, error) {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+	defer stop()
+	return hub.Resolve(ctx, ref, hub.Options{Progress: cmd.ErrOrStderr()})
 }

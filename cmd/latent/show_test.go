@@ -152,7 +152,7 @@ func TestShowErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"show", filepath.Join(dir, "missing.gguf")}, "no such file"},
+		{[]string{"show", filepath.Join(dir, "missing.gguf")}, "missing.gguf: no such model file"},
 		{[]string{"show", notGGUF}, notGGUF + `: not a GGUF file: magic is "hell"`},
 		{[]string{"show", empty}, empty + ": not a GGUF file: the file is empty"},
 		{[]string{"show", truncated}, truncated + `: tensor "`},
@@ -166,6 +166,39 @@ func TestShowErrors(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), "\n") {
 			t.Errorf("latent %v: error is not one line: %q", tc.args, err)
+		}
+	}
+}
+
+// show, bench and logits take a model reference as run does: a model in the
+// store answers to its hf.co name without a path.
+func TestModelReferences(t *testing.T) {
+	store := t.TempDir()
+	t.Setenv("LATENT_MODELS", store)
+	t.Setenv("HF_ENDPOINT", "http://127.0.0.1:1") // nothing is pulled: the model is stored
+	data, err := os.ReadFile(filepath.Join(goldenDir, "models", "tiny-glm-q4_0.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(store, "hf.co", "latent-test", "tiny-glm-GGUF")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tiny-glm-Q4_0.gguf"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const ref = "hf.co/latent-test/tiny-glm-GGUF:Q4_0"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"show", ref}, "architecture   deepseek2"},
+		{[]string{"bench", ref, "--backend", "cpu", "-p", "4", "-n", "2", "--reps", "1"}, "tiny-glm-Q4_0.gguf"},
+		{[]string{"logits", ref, "--backend", "cpu", "--tokens", "1017,1", "--steps", "1"}, `"vocab":1024`},
+	} {
+		out, err := runLatent(t, tc.args...)
+		if err != nil || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: error %v, output lacks %q:\n%.300s", tc.args, err, tc.want, out)
 		}
 	}
 }
