@@ -177,7 +177,11 @@ func TestServeStopsOnSIGTERM(t *testing.T) {
 	}
 	model := filepath.Join(goldenDir, "models", "tiny-youtu-q4_0.gguf")
 	_, out, done := startServe(t, context.Background(), model, "--port", "0", "--ctx", "128", "--drain", "2s")
-	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+	self, err := os.FindProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := self.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	waitStopped(t, done)
