@@ -297,3 +297,164 @@ func TestMatMulAgainstCPU(t *testing.T) {
 		}
 	}
 }
+
+// The device argmax picks what engine.Argmax picks from the same values read
+// back: rows built by hand with ties (within a 16-byte vector, across
+// threads, across warps, far apart), NaN and infinities, signed zeros, row
+// lengths that are not a multiple of 4, a misaligned column view (the
+// scalar path), and a vocabulary-sized row.
+func TestArgmaxHandMade(t *testing.T) {
+	needGPU(t)
+	be, err := cuda.New(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	r := rand.New(rand.NewPCG(5, 6))
+	patterns := []func(x []float32){
+		func(x []float32) {}, // random
+		func(x []float32) { // a tie inside one vector and one far away
+			n := len(x)
+			for _, i := range []int{n / 2, n/2 + 1, n - 1} {
+				x[i%n] = 10
+			}
+		},
+		func(x []float32) { // ties across threads and warps: every 97th value
+			for i := 3; i < len(x); i += 97 {
+				x[i] = 10
+			}
+		},
+		func(x []float32) { // all equal: 0
+			for i := range x {
+				x[i] = 1.5
+			}
+		},
+		func(x []float32) { x[0] = nan; x[len(x)-1] = 10 }, // a leading NaN: 0
+		func(x []float32) { // NaN scattered around a maximum
+			for i := 1; i < len(x); i += 5 {
+				x[i] = nan
+			}
+			x[len(x)*2/3] = 9
+		},
+		func(x []float32) { // nothing above -Inf: 0
+			for i := range x {
+				x[i] = -inf
+			}
+		},
+		func(x []float32) { // -Inf first, NaN after: 0
+			for i := range x {
+				x[i] = nan
+			}
+			x[0] = -inf
+		},
+		func(x []float32) { // +Inf twice: the first
+			x[len(x)-1] = inf
+			x[len(x)/3] = inf
+		},
+		func(x []float32) { // zeros of both signs as the maximum
+			for i := range x {
+				x[i] = -1
+			}
+			x[len(x)-1] = 0
+			x[len(x)/2] = float32(math.Copysign(0, -1))
+		},
+	}
+	rows := len(patterns)
+	toks := make([]int32, rows)
+	for i := range toks {
+		toks[i] = int32(i)
+	}
+	colsOf := []int{1, 3, 5, 64, 1027, 4099, 129280}
+	var ws []backend.Weight // every table before the cache: the kernels are compiled for the weight types present then
+	for _, cols := range colsOf {
+		vals := make([]float32, rows*cols)
+		for i := range vals {
+			vals[i] = float32(r.NormFloat64())
+		}
+		for p, f := range patterns {
+			f(vals[p*cols : (p+1)*cols])
+		}
+		w, err := be.Weight("x", quant.F32, []uint64{uint64(cols), uint64(rows)}, f32bytes(vals))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	if _, err := be.Cache(1, 1024, 576); err != nil {
+		t.Fatal(err)
+	}
+	for c, cols := range colsOf {
+		w := ws[c]
+		for _, view := range []bool{false, true} {
+			if view && cols < 2 {
+				continue
+			}
+			be.Begin(toks, toks)
+			x := be.Tensor(rows, cols)
+			be.Embed(x, w)
+			if view {
+				x = be.View(x, 1, cols-1)
+			}
+			host := make([]float32, x.Rows()*x.Cols())
+			be.Read(x, host)
+			got := make([]int32, rows)
+			be.Argmax(x, got)
+			for p := range got {
+				want := engine.Argmax(host[p*x.Cols() : (p+1)*x.Cols()])
+				if got[p] != want {
+					t.Errorf("%d columns (view %v), pattern %d: argmax %d, want %d", cols, view, p, got[p], want)
+				}
+			}
+			// A one-row decode pass, as a graph: the same answer.
+			be.Begin(toks[:1], toks[:1])
+			y := be.Tensor(1, cols)
+			be.Embed(y, w)
+			one := make([]int32, 1)
+			be.Argmax(y, one)
+			if one[0] != got[0] && !view {
+				t.Errorf("%d columns: one-row argmax %d, want %d", cols, one[0], got[0])
+			}
+		}
+	}
+}
+
+// On every golden model the device argmax of a pass (ForwardArgmax: prefill,
+// then decode steps replayed as graphs) is engine.Argmax of the logits that
+// Forward reads back for the same tokens at the same positions.
+func TestForwardArgmaxGPU(t *testing.T) {
+	needGPU(t)
+	dir := goldenDir(t)
+	files, _ := filepath.Glob(filepath.Join(dir, "models", "*.gguf"))
+	if len(files) == 0 {
+		t.Fatalf("no golden models under %s", dir)
+	}
+	for _, path := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".gguf"), func(t *testing.T) {
+			lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lm.Close()
+			m := lm.Model
+			toks := []int32{1, 17, 42, 99, 7, 3}
+			for step := 0; step < 24; step++ {
+				at := m.Position()
+				logits, err := m.Forward(toks, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := engine.Argmax(logits)
+				m.Truncate(at)
+				got, err := m.ForwardArgmax(toks)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Fatalf("step %d (%d tokens at %d): device argmax %d, host %d", step, len(toks), at, got, want)
+				}
+				toks = []int32{got}
+			}
+		})
+	}
+}

@@ -410,3 +410,61 @@ extern "C" __global__ void moe_combine(float* dst, i64 ds, const float* out, con
         dst[t * ds + j] = a;
     }
 }
+
+// argmax_better: (v2, i2) beats (v, i) when larger, or equal and earlier.
+__device__ __forceinline__ bool argmax_better(float v2, int i2, float v, int i) { return v2 > v || (v2 == v && i2 < i); }
+
+// argmax: out[r] = the index of row r's largest value, the first on ties,
+// with the rules of a left-to-right scan that moves only on a strictly
+// larger value (engine.Argmax): NaN never beats a number (every comparison
+// with NaN is false, so a thread never takes one), and a row starting with
+// NaN, or holding nothing above -Inf, gives 0. One block per row: each
+// thread scans its 16-byte vectors in order keeping the first maximum it
+// sees (so strict > suffices), then warp shuffles and one shared-memory
+// round combine (value, index) pairs, ties going to the lower index. The
+// logits were just written by the output matmul and sit in L2; the 4-byte
+// answer is all the host copies back.
+extern "C" __global__ void __launch_bounds__(1024) argmax(int* out, const float* x, i64 xs, int cols) {
+    pdl_entry();
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    const float* row = x + (i64)blockIdx.x * xs;
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+    int head = 0;
+    if (((unsigned long long)row & 15) == 0) {
+        const int n4 = cols >> 2;
+        const float4* r4 = (const float4*)row;
+        for (int j = threadIdx.x; j < n4; j += blockDim.x) {
+            float4 v = r4[j];
+            if (v.x > bv) bv = v.x, bi = 4 * j;
+            if (v.y > bv) bv = v.y, bi = 4 * j + 1;
+            if (v.z > bv) bv = v.z, bi = 4 * j + 2;
+            if (v.w > bv) bv = v.w, bi = 4 * j + 3;
+        }
+        head = n4 << 2;
+    }
+    for (int j = head + threadIdx.x; j < cols; j += blockDim.x) // the tail, or a misaligned row
+        if (row[j] > bv) bv = row[j], bi = j;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float v2 = __shfl_xor_sync(0xffffffffu, bv, o);
+        int i2 = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (argmax_better(v2, i2, bv, bi)) bv = v2, bi = i2;
+    }
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    if (lane == 0) sv[w] = bv, si[w] = bi;
+    __syncthreads();
+    if (w == 0) {
+        const int nw = blockDim.x >> 5;
+        bv = lane < nw ? sv[lane] : -INFINITY;
+        bi = lane < nw ? si[lane] : 0x7fffffff;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            float v2 = __shfl_xor_sync(0xffffffffu, bv, o);
+            int i2 = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (argmax_better(v2, i2, bv, bi)) bv = v2, bi = i2;
+        }
+        if (lane == 0) out[blockIdx.x] = (bi == 0x7fffffff || row[0] != row[0]) ? 0 : bi;
+    }
+}
