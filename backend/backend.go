@@ -61,6 +61,18 @@ type MoE struct {
 	Down   Weight // {ff, dim, experts}
 }
 
+// ExpertRows says where expert e's matrices lie: its gate rows start at row
+// e·stride of Gate and its up rows at row e·stride+upOff of up. Up is nil
+// when the file merges them (ffn_gate_up_exps {dim, 2·ff, experts}); then
+// Gate is up too and each expert's ff gate rows precede its ff up rows.
+func (m *MoE) ExpertRows() (up Weight, ff, stride, upOff int) {
+	ff = int(m.Gate.Dims()[1])
+	if m.Up != nil {
+		return m.Up, ff, ff, 0
+	}
+	return m.Gate, ff / 2, ff, ff / 2
+}
+
 // Backend allocates and runs.
 //
 // A forward pass is Begin, then the operations on Tensors from Tensor. The

@@ -321,16 +321,9 @@ func (c *CPU) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing) {
 	d, x := tens(dst), tens(h)
 	same("moe", d, x)
 	router, gate, down := wt(w.Router), wt(w.Gate), wt(w.Down)
-	experts, ff := int(router.dims[1]), int(gate.dims[1])
-	// Expert e's gate rows start at e·gateStride and its up rows at
-	// e·gateStride+upOff of up; a merged gate_up tensor holds both.
-	up, gateStride, upOff := gate, ff, 0
-	if w.Up != nil {
-		up = wt(w.Up)
-	} else {
-		ff /= 2
-		gateStride, upOff = 2*ff, ff
-	}
+	experts := int(router.dims[1])
+	upW, ff, gateStride, upOff := w.ExpertRows()
+	up := wt(upW)
 	var bias []float32
 	if w.Bias != nil {
 		bias = wt(w.Bias).f32

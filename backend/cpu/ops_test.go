@@ -358,3 +358,38 @@ func TestMoE(t *testing.T) {
 		})
 	}
 }
+
+// TestMoEMergedGateUp: a merged ffn_gate_up_exps ({dim, 2·ff, experts}, each
+// expert's gate rows before its up rows) gives the same bits as separate
+// gate and up tensors.
+func TestMoEMergedGateUp(t *testing.T) {
+	c := New(2)
+	defer c.Close()
+	r := rand.New(rand.NewPCG(9, 10))
+	const dim, ff, experts, T = 64, 32, 6, 3
+	router, _ := newWeight(t, c, quant.F32, randn(r, dim*experts, 0.3), dim, experts)
+	gv, uv := randn(r, dim*ff*experts, 0.1), randn(r, dim*ff*experts, 0.1)
+	gate, _ := newWeight(t, c, quant.F32, gv, dim, ff, experts)
+	up, _ := newWeight(t, c, quant.F32, uv, dim, ff, experts)
+	down, _ := newWeight(t, c, quant.F32, randn(r, ff*dim*experts, 0.1), ff, dim, experts)
+	mv := make([]float32, 0, 2*len(gv))
+	for e := 0; e < experts; e++ {
+		mv = append(mv, gv[e*ff*dim:(e+1)*ff*dim]...)
+		mv = append(mv, uv[e*ff*dim:(e+1)*ff*dim]...)
+	}
+	merged, _ := newWeight(t, c, quant.F32, mv, dim, 2*ff, experts)
+	xs := randn(r, T*dim, 1)
+	routing := &backend.Routing{Sigmoid: true, Used: 2, Norm: true, Scale: 1.5}
+
+	c.Begin(make([]int32, T), make([]int32, T))
+	separate := c.Tensor(T, dim)
+	c.MoE(separate, fill(c, T, dim, xs), &backend.MoE{Router: router, Gate: gate, Up: up, Down: down}, routing)
+	joined := c.Tensor(T, dim)
+	c.MoE(joined, fill(c, T, dim, xs), &backend.MoE{Router: router, Gate: merged, Down: down}, routing)
+	a, b := read(c, separate), read(c, joined)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("value %d: merged gate_up %g, separate %g", i, b[i], a[i])
+		}
+	}
+}

@@ -662,14 +662,8 @@ func (b *Backend) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing)
 	d, x := tens(dst), tens(h)
 	router, gate, down := wt(w.Router), wt(w.Gate), wt(w.Down)
 	E, K, T, used := router.dim(1), x.cols, x.rows, r.Used
-	ff := gate.dim(1)
-	up, gateStride, upOff := gate, ff, 0
-	if w.Up != nil {
-		up = wt(w.Up)
-	} else {
-		ff /= 2
-		gateStride, upOff = 2*ff, ff
-	}
+	upW, ff, gateStride, upOff := w.ExpertRows()
+	up := wt(upW)
 	if d.rows != T || d.cols != K || router.dim(0) != K || gate.dim(0) != K || down.dim(0) != ff || down.dim(1) != K || used > E || E > 1024 {
 		panic(fmt.Sprintf("cuda: moe: h %d×%d, dst %d×%d, router %v, gate %v, down %v, %d used", x.rows, x.cols, d.rows, d.cols, router.dims, gate.dims, down.dims, used))
 	}
