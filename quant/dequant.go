@@ -47,20 +47,12 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 	if !ok {
 		return fmt.Errorf("dequantize %s: unsupported type (supported: %s)", t, supportedList(decoders))
 	}
-	bs, ts := t.BlockSize(), t.TypeSize()
 	if err := checkSizes("dequantize", t, len(dst), len(src)); err != nil {
 		return err
 	}
-	// Plain element types decode whole slices at once: no per-element call.
-	switch t {
-	case F32:
-		dequantF32(src, dst)
-		return nil
-	case F16:
-		dequantF16(src, dst)
-		return nil
-	case BF16:
-		dequantBF16(src, dst)
+	bs, ts := t.BlockSize(), t.TypeSize()
+	if bs == 1 { // plain element types decode whole slices at once: no per-element call
+		dec(src, dst)
 		return nil
 	}
 	for i := 0; i < len(dst)/bs; i++ {

@@ -40,18 +40,11 @@ func Quantize(t Type, src []float32, dst []byte) error {
 	if err := checkSizes("quantize", t, len(src), len(dst)); err != nil {
 		return err
 	}
-	switch t {
-	case F32:
-		quantF32(src, dst)
-		return nil
-	case F16:
-		quantF16(src, dst)
-		return nil
-	case BF16:
-		quantBF16(src, dst)
+	bs, ts := t.BlockSize(), t.TypeSize()
+	if bs == 1 { // plain element types encode whole slices at once, and take any value
+		enc(src, dst)
 		return nil
 	}
-	bs, ts := t.BlockSize(), t.TypeSize()
 	dec := decoders[t] // every block format written here can be read back
 	var back [QK_K]float32
 	for i := 0; i < len(src)/bs; i++ {
