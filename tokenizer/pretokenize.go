@@ -372,19 +372,9 @@ func (gpt2Splitter) split(t *splitText, pieces []int) []int {
 		w := window{t, lo, hi, lo, &out}
 		for pos := lo; pos < hi; {
 			c, f := t.cps[pos], t.cls[pos]
-			if c == '\'' && pos+1 < hi {
-				next := t.cps[pos+1]
-				if next == 's' || next == 't' || next == 'm' || next == 'd' {
-					pos = w.cut(pos + 2)
-					continue
-				}
-				if pos+2 < hi {
-					nn := t.cps[pos+2]
-					if next == 'r' && nn == 'e' || next == 'v' && nn == 'e' || next == 'l' && nn == 'l' {
-						pos = w.cut(pos + 3)
-						continue
-					}
-				}
+			if end := contractionEnd(t.cps, pos, hi, false); end > pos { // 's|'t|'re|'ve|'m|'ll|'d
+				pos = w.cut(end)
+				continue
 			}
 			f2 := f
 			if c == ' ' {
@@ -439,19 +429,9 @@ func (llama3Splitter) split(t *splitText, pieces []int) []int {
 		w := window{t, lo, hi, lo, &out}
 		for pos := lo; pos < hi; {
 			c, f := t.cps[pos], t.cls[pos]
-			if c == '\'' && pos+1 < hi { // (?i:'s|'t|'re|'ve|'m|'ll|'d)
-				next := unicode.ToLower(t.cps[pos+1])
-				if next == 's' || next == 't' || next == 'm' || next == 'd' {
-					pos = w.cut(pos + 2)
-					continue
-				}
-				if pos+2 < hi {
-					nn := unicode.ToLower(t.cps[pos+2])
-					if next == 'r' && nn == 'e' || next == 'v' && nn == 'e' || next == 'l' && nn == 'l' {
-						pos = w.cut(pos + 3)
-						continue
-					}
-				}
+			if end := contractionEnd(t.cps, pos, hi, true); end > pos { // (?i:'s|'t|'re|'ve|'m|'ll|'d)
+				pos = w.cut(end)
+				continue
 			}
 			// [^\r\n\p{L}\p{N}]?\p{L}+
 			if !(c == '\r' || c == '\n' || f.is(cNumber)) && (f.is(cLetter) || w.class(pos+1).is(cLetter)) {
@@ -512,6 +492,32 @@ func (llama3Splitter) split(t *splitText, pieces []int) []int {
 		}
 	}
 	return out
+}
+
+// contractionEnd is the end of the English contraction ('s, 't, 're, 've,
+// 'm, 'll or 'd; any case when fold) that starts at pos in a piece ending at
+// hi, or pos when none starts there.
+func contractionEnd(cps []rune, pos, hi int, fold bool) int {
+	if cps[pos] != '\'' || pos+1 >= hi {
+		return pos
+	}
+	lower := func(r rune) rune {
+		if fold {
+			return unicode.ToLower(r)
+		}
+		return r
+	}
+	next := lower(cps[pos+1])
+	if next == 's' || next == 't' || next == 'm' || next == 'd' {
+		return pos + 2
+	}
+	if pos+2 < hi {
+		nn := lower(cps[pos+2])
+		if next == 'r' && nn == 'e' || next == 'v' && nn == 'e' || next == 'l' && nn == 'l' {
+			return pos + 3
+		}
+	}
+	return pos
 }
 
 // window is the piece a hand-written splitter is working through.
