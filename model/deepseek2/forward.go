@@ -74,27 +74,26 @@ func (m *Model) Forward(tokens []int32, all bool) ([]float32, error) {
 // backend.Argmaxer the choice is made where the logits are, and only the id
 // comes back (4 bytes from a GPU instead of the vocabulary's logits).
 func (m *Model) ForwardArgmax(tokens []int32) (int32, error) {
+	a, ok := m.be.(backend.Argmaxer)
+	if !ok {
+		x, err := m.Forward(tokens, false)
+		if err != nil {
+			return 0, err
+		}
+		best := 0
+		for i, v := range x {
+			if v > x[best] {
+				best = i
+			}
+		}
+		return int32(best), nil
+	}
 	logits, err := m.pass(tokens, false)
 	if err != nil {
 		return 0, err
 	}
-	if a, ok := m.be.(backend.Argmaxer); ok {
-		a.Argmax(logits, m.best[:])
-		return m.best[0], nil
-	}
-	n := logits.Cols()
-	if cap(m.out) < n {
-		m.out = make([]float32, n)
-	}
-	x := m.out[:n]
-	m.be.Read(logits, x)
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return int32(best), nil
+	a.Argmax(logits, m.best[:])
+	return m.best[0], nil
 }
 
 // pass records (or runs) the network over tokens and returns the logits
