@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -519,7 +520,7 @@ func pySplit(s string, args *exec.VarArgs, fromRight bool) (any, error) {
 			s = s[:i]
 		}
 		parts = append(parts, s)
-		reverse(parts)
+		slices.Reverse(parts)
 	default:
 		parts = splitSpace(s, maxsplit, fromRight)
 	}
@@ -535,7 +536,7 @@ func pySplit(s string, args *exec.VarArgs, fromRight bool) (any, error) {
 func splitSpace(s string, maxsplit int, fromRight bool) []string {
 	r := []rune(s)
 	if fromRight {
-		reverseRunes(r)
+		slices.Reverse(r)
 	}
 	var parts []string
 	i := 0
@@ -560,27 +561,15 @@ func splitSpace(s string, maxsplit int, fromRight bool) []string {
 	if fromRight {
 		for k, p := range parts {
 			pr := []rune(p)
-			reverseRunes(pr)
+			slices.Reverse(pr)
 			parts[k] = string(pr)
 		}
-		reverse(parts)
+		slices.Reverse(parts)
 	}
 	if parts == nil {
 		parts = []string{}
 	}
 	return parts
-}
-
-func reverse(s []string) {
-	for i, j := 0, len(s)-1; i < j; i, j = i+1, j-1 {
-		s[i], s[j] = s[j], s[i]
-	}
-}
-
-func reverseRunes(s []rune) {
-	for i, j := 0, len(s)-1; i < j; i, j = i+1, j-1 {
-		s[i], s[j] = s[j], s[i]
-	}
 }
 
 func pyStrip(s string, args *exec.VarArgs, left, right bool) (any, error) {

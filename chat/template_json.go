@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,7 +30,7 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		arg[names[i]] = a
 	}
 	for k, v := range params.KwArgs {
-		if !containsString(names, k) {
+		if !slices.Contains(names, k) {
 			return exec.AsValue(fmt.Errorf("tojson got an unexpected keyword argument %q", k))
 		}
 		arg[k] = v
@@ -63,15 +64,6 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		return exec.AsValue(err)
 	}
 	return exec.AsSafeValue(b.String())
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 type jsonOpts struct {
