@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode"
 
 	"github.com/nikolalohinski/gonja/v2/builtins"
 	controlStructures "github.com/nikolalohinski/gonja/v2/builtins/control_structures"
@@ -462,14 +463,8 @@ func strMethods() *exec.MethodSet[string] {
 	return exec.NewMethodSet(m)
 }
 
-// pyIsSpace is Python's str.isspace for one character (it counts the ASCII separators 0x1c-0x1f).
-func pyIsSpace(r rune) bool {
-	switch r {
-	case ' ', '\t', '\n', '\v', '\f', '\r', 0x1c, 0x1d, 0x1e, 0x1f, 0x85, 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000:
-		return true
-	}
-	return r >= 0x2000 && r <= 0x200a
-}
+// pyIsSpace is Python's str.isspace for one character: Unicode White_Space plus the ASCII separators 0x1c-0x1f.
+func pyIsSpace(r rune) bool { return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f }
 
 // strArg is the optional string-or-None argument at position i or keyword name; ok is false for None.
 func strArg(args *exec.VarArgs, i int, name string) (s string, ok bool, err error) {
