@@ -24,7 +24,7 @@ func dotQ4_0r4x1AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb i
 //go:noescape
 func dotQ4_0r4x4AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)
 
-// dotQ4_0r8x1AVX2 writes out[8t+r], the dot products of Q4_0 rows r = 0..7 (wstride bytes apart, nb blocks) with tokens t < 1 (Q8_0 activations k bytes apart in qs, k/8 in d and b8).
+// dotQ4_0r8x1AVX2 writes out[r], the dot products of Q4_0 rows r = 0..7 (wstride bytes apart, nb blocks) with one token's Q8_0 activations (qs, d and b8; k is its length).
 //
 //go:noescape
 func dotQ4_0r8x1AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)

@@ -39,12 +39,32 @@ func main() {
 	// Decode streams the weights from memory once: prefetching each row
 	// 256 bytes ahead measured 7.5 GB/s on one core against 5.6 without.
 	// The 8×4 tile rereads its rows from cache and needs none.
-	dotQ4_0Rows8AVX2(1, nibbles, ones, 256)
+	dotQ4_0Rows8AVX2(nibbles, ones, 256)
 	dotQ4_0Rows8x4AVX2(nibbles, ones)
 	dotF32VecAVX2()
 	fmaAxpyAVX2()
 	quantQ8_0AVX2()
 	Generate()
+}
+
+// ptr loads pointer parameter name: the memory it points at.
+func ptr(name string) Mem { return Mem{Base: Load(Param(name), GP64())} }
+
+// x3 returns a new register holding 3·r.
+func x3(r Register) Register {
+	t := GP64()
+	LEAQ(Mem{Base: r, Index: r, Scale: 2}, t)
+	return t
+}
+
+// zeroed returns n new vector registers from newReg, cleared.
+func zeroed(n int, newReg func() VecVirtual) []VecVirtual {
+	acc := make([]VecVirtual, n)
+	for i := range acc {
+		acc[i] = newReg()
+		VXORPS(acc[i], acc[i], acc[i])
+	}
+	return acc
 }
 
 // tokAddr returns the address of token t's data at m, tokens s bytes apart
@@ -61,6 +81,71 @@ func tokAddr(m Mem, t int, s, s3 Register) Mem {
 	return Mem{Base: m.Base, Index: s3, Scale: 1, Disp: m.Disp}
 }
 
+// tokStrides loads parameter k, the bytes from one token's values to the
+// next, and returns it with kd = k/8 (the same step in the four-byte
+// per-block arrays) and, for n = 4 tokens, k3 = 3k and kd3 = 3kd.
+func tokStrides(n int) (k, kd, k3, kd3 Register) {
+	k = Load(Param("k"), GP64())
+	kd = GP64()
+	MOVQ(k, kd)
+	SHRQ(U8(3), kd)
+	if n == 4 {
+		k3, kd3 = x3(k), x3(kd)
+	}
+	return k, kd, k3, kd3
+}
+
+// fourRows is the four rows from base b, ws bytes apart (ws3 = 3ws).
+func fourRows(b, ws, ws3 Register) [4]Mem {
+	return [4]Mem{{Base: b}, {Base: b, Index: ws, Scale: 1}, {Base: b, Index: ws, Scale: 2}, {Base: b, Index: ws3, Scale: 1}}
+}
+
+// eightRows loads parameters w and wstride and returns the eight rows from
+// w, wstride bytes apart, addressed from two bases (w and w+4·wstride).
+func eightRows() (rows [8]Mem, b0, b4 Register) {
+	b0 = Load(Param("w"), GP64())
+	ws := Load(Param("wstride"), GP64())
+	ws3 := x3(ws)
+	b4 = GP64()
+	LEAQ(Mem{Base: b0, Index: ws, Scale: 4}, b4)
+	r0, r4 := fourRows(b0, ws, ws3), fourRows(b4, ws, ws3)
+	copy(rows[:4], r0[:])
+	copy(rows[4:], r4[:])
+	return rows, b0, b4
+}
+
+// step is a pointer register and the bytes it advances per block.
+type step struct {
+	r Register
+	n int
+}
+
+// blockLoop emits the loop over nb blocks: body, then every pointer
+// advanced by its step; label names its labels.
+func blockLoop(label string, nb Register, body func(), steps ...step) {
+	Label(label + "_loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef(label + "_done"))
+	body()
+	for _, s := range steps {
+		ADDQ(U32(s.n), s.r)
+	}
+	DECQ(nb)
+	JMP(LabelRef(label + "_loop"))
+	Label(label + "_done")
+}
+
+// storeAndReturn stores the accumulators at parameter out, size bytes
+// apart, and returns.
+func storeAndReturn(acc []VecVirtual, size int) {
+	out := ptr("out")
+	for t := range acc {
+		VMOVUPS(acc[t], out.Offset(size*t))
+	}
+	VZEROUPPER()
+	RET()
+}
+
 // dotQ8_0AVX2 emits dotQ8_0x{n}AVX2: one Q8_0 weight row by n tokens, as
 // ggml_vec_dot_q8_0_q8_0 on AVX2. Per block the weight's 32 values are
 // loaded once; for each token VPSIGNB/VPABSB make the products unsigned by
@@ -72,59 +157,37 @@ func dotQ8_0AVX2(n int, ones Mem) {
 	TEXT(name, NOSPLIT, "func(w *byte, qs *int8, d *float32, nb int, k int, out *float32)")
 	Doc(fmt.Sprintf("%s writes to out the dot products of a Q8_0 row of nb blocks with %d tokens' Q8_0 activations, k bytes apart in qs (k/8 in d).", name, n))
 	Pragma("noescape")
-	w := Mem{Base: Load(Param("w"), GP64())}
-	qs := Mem{Base: Load(Param("qs"), GP64())}
-	d := Mem{Base: Load(Param("d"), GP64())}
+	w, qs, d := ptr("w"), ptr("qs"), ptr("d")
 	nb := Load(Param("nb"), GP64())
-	k := Load(Param("k"), GP64())
-	kd := GP64()
-	MOVQ(k, kd)
-	SHRQ(U8(3), kd)
-	var k3, kd3 Register
-	if n == 4 {
-		k3, kd3 = GP64(), GP64()
-		LEAQ(Mem{Base: k, Index: k, Scale: 2}, k3)
-		LEAQ(Mem{Base: kd, Index: kd, Scale: 2}, kd3)
-	}
-	acc := make([]VecVirtual, n)
-	for i := range acc {
-		acc[i] = YMM()
-		VXORPS(acc[i], acc[i], acc[i])
-	}
+	k, kd, k3, kd3 := tokStrides(n)
+	acc := zeroed(n, YMM)
 	one := YMM()
 	VMOVDQU(ones, one)
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	h := GP32()
-	MOVWLZX(w, h)
-	dw := YMM()
-	VMOVD(h, dw.AsX())
-	VCVTPH2PS(dw.AsX(), dw.AsX())
-	VBROADCASTSS(dw.AsX(), dw)
-	wq, wabs := YMM(), YMM()
-	VMOVDQU(w.Offset(2), wq)
-	VPABSB(wq, wabs)
-	for t := 0; t < n; t++ {
-		p, sc, a := YMM(), YMM(), YMM()
-		VBROADCASTSS(tokAddr(d, t, kd, kd3), sc)
-		VMULPS(sc, dw, sc) // d_w·d_a
-		VMOVDQU(tokAddr(qs, t, k, k3), a)
-		VPSIGNB(wq, a, a)
-		VPMADDUBSW(a, wabs, p)
-		VPMADDWD(one, p, p)
-		VCVTDQ2PS(p, p)
-		VFMADD231PS(p, sc, acc[t])
-	}
-	ADDQ(U32(34), w.Base)
-	ADDQ(U32(32), qs.Base)
-	ADDQ(U32(4), d.Base)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
+	blockLoop(name, nb, func() {
+		h := GP32()
+		MOVWLZX(w, h)
+		dw := YMM()
+		VMOVD(h, dw.AsX())
+		VCVTPH2PS(dw.AsX(), dw.AsX())
+		VBROADCASTSS(dw.AsX(), dw)
+		wq, wabs := YMM(), YMM()
+		VMOVDQU(w.Offset(2), wq)
+		VPABSB(wq, wabs)
+		for t := 0; t < n; t++ {
+			p, sc, a := YMM(), YMM(), YMM()
+			VBROADCASTSS(tokAddr(d, t, kd, kd3), sc)
+			VMULPS(sc, dw, sc) // d_w·d_a
+			VMOVDQU(tokAddr(qs, t, k, k3), a)
+			VPSIGNB(wq, a, a)
+			VPMADDUBSW(a, wabs, p)
+			VPMADDWD(one, p, p)
+			VCVTDQ2PS(p, p)
+			VFMADD231PS(p, sc, acc[t])
+		}
+	}, step{w.Base, 34}, step{qs.Base, 32}, step{d.Base, 4})
 
-	Label(name + "_done")
-	out := Mem{Base: Load(Param("out"), GP64())}
+	out := ptr("out")
 	for t := 0; t < n; t++ {
 		// hsum_float_8: (hi+lo), then movehl, then movehdup.
 		x, u := acc[t].AsX(), XMM()
@@ -157,101 +220,108 @@ func dotQ4_0Rows4AVX2(n int, nibbles, ones Mem) {
 	TEXT(name, NOSPLIT, "func(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)")
 	Doc(fmt.Sprintf("%s writes out[4t+r], the dot products of Q4_0 rows r = 0..3 (wstride bytes apart, nb blocks) with tokens t < %d (Q8_0 activations k bytes apart in qs, k/8 in d and b8).", name, n))
 	Pragma("noescape")
-	w0 := Mem{Base: Load(Param("w"), GP64())}
+	b0 := Load(Param("w"), GP64())
 	ws := Load(Param("wstride"), GP64())
-	ws3 := GP64()
-	LEAQ(Mem{Base: ws, Index: ws, Scale: 2}, ws3)
-	rows := []Mem{w0, {Base: w0.Base, Index: ws, Scale: 1}, {Base: w0.Base, Index: ws, Scale: 2}, {Base: w0.Base, Index: ws3, Scale: 1}}
-	qs := Mem{Base: Load(Param("qs"), GP64())}
-	d := Mem{Base: Load(Param("d"), GP64())}
-	b8 := Mem{Base: Load(Param("b8"), GP64())}
+	rows := fourRows(b0, ws, x3(ws))
+	qs, d, b8 := ptr("qs"), ptr("d"), ptr("b8")
 	nb := Load(Param("nb"), GP64())
-	k := Load(Param("k"), GP64())
-	kd := GP64()
-	MOVQ(k, kd)
-	SHRQ(U8(3), kd)
-	var k3, kd3 Register
-	if n == 4 {
-		k3, kd3 = GP64(), GP64()
-		LEAQ(Mem{Base: k, Index: k, Scale: 2}, k3)
-		LEAQ(Mem{Base: kd, Index: kd, Scale: 2}, kd3)
-	}
-	acc := make([]VecVirtual, n)
-	for i := range acc {
-		acc[i] = XMM()
-		VXORPS(acc[i], acc[i], acc[i])
-	}
+	k, kd, k3, kd3 := tokStrides(n)
+	acc := zeroed(n, XMM)
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	// The four rows' scales: f16 ×4 packed in a general register, widened.
-	g, g1 := GP64(), GP64()
-	MOVWQZX(rows[0], g)
-	MOVWQZX(rows[1], g1)
-	SHLQ(U8(16), g1)
-	ORQ(g1, g)
-	MOVWQZX(rows[2], g1)
-	SHLQ(U8(32), g1)
-	ORQ(g1, g)
-	MOVWQZX(rows[3], g1)
-	SHLQ(U8(48), g1)
-	ORQ(g1, g)
-	dw := XMM()
-	VMOVQ(g, dw)
-	VCVTPH2PS(dw, dw)
-	var wq [4]VecVirtual
-	for r := range wq {
-		wq[r] = YMM()
-		hi := YMM()
-		VBROADCASTI128(rows[r].Offset(2), wq[r])
-		VPSRLW(U8(4), wq[r], hi)
-		VPBLENDD(U8(0xf0), hi, wq[r], wq[r])
-		VPAND(nibbles, wq[r], wq[r])
-	}
-	for t := 0; t < n; t++ {
-		a := tokAddr(qs, t, k, k3)
-		var p [4]VecVirtual
-		for r := range p {
-			p[r] = YMM()
-			VPMADDUBSW(a, wq[r], p[r])
-			VPMADDWD(ones, p[r], p[r])
+	blockLoop(name, nb, func() {
+		// The four rows' scales: f16 ×4 packed in a general register, widened.
+		g, g1 := GP64(), GP64()
+		MOVWQZX(rows[0], g)
+		for r := 1; r < 4; r++ {
+			MOVWQZX(rows[r], g1)
+			SHLQ(U8(16*r), g1)
+			ORQ(g1, g)
 		}
-		VPHADDD(p[1], p[0], p[0])
-		VPHADDD(p[3], p[2], p[2])
-		VPHADDD(p[2], p[0], p[0])
-		s, off := XMM(), XMM()
-		VEXTRACTI128(U8(1), p[0], s)
-		VPADDD(p[0].AsX(), s, s)
-		VPBROADCASTD(tokAddr(b8, t, kd, kd3), off)
-		VPSUBD(off, s, s)
-		VCVTDQ2PS(s, s)
-		sc := XMM()
-		VBROADCASTSS(tokAddr(d, t, kd, kd3), sc)
-		VMULPS(sc, dw, sc) // d_w·d_a
-		VFMADD231PS(sc, s, acc[t])
-	}
-	ADDQ(U32(18), w0.Base)
-	ADDQ(U32(32), qs.Base)
-	ADDQ(U32(4), d.Base)
-	ADDQ(U32(4), b8.Base)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
+		dw := XMM()
+		VMOVQ(g, dw)
+		VCVTPH2PS(dw, dw)
+		var wq [4]VecVirtual
+		for r := range wq {
+			wq[r] = YMM()
+			hi := YMM()
+			VBROADCASTI128(rows[r].Offset(2), wq[r])
+			VPSRLW(U8(4), wq[r], hi)
+			VPBLENDD(U8(0xf0), hi, wq[r], wq[r])
+			VPAND(nibbles, wq[r], wq[r])
+		}
+		for t := 0; t < n; t++ {
+			a := tokAddr(qs, t, k, k3)
+			var p [4]VecVirtual
+			for r := range p {
+				p[r] = YMM()
+				VPMADDUBSW(a, wq[r], p[r])
+				VPMADDWD(ones, p[r], p[r])
+			}
+			VPHADDD(p[1], p[0], p[0])
+			VPHADDD(p[3], p[2], p[2])
+			VPHADDD(p[2], p[0], p[0])
+			s, off := XMM(), XMM()
+			VEXTRACTI128(U8(1), p[0], s)
+			VPADDD(p[0].AsX(), s, s)
+			VPBROADCASTD(tokAddr(b8, t, kd, kd3), off)
+			VPSUBD(off, s, s)
+			VCVTDQ2PS(s, s)
+			sc := XMM()
+			VBROADCASTSS(tokAddr(d, t, kd, kd3), sc)
+			VMULPS(sc, dw, sc) // d_w·d_a
+			VFMADD231PS(sc, s, acc[t])
+		}
+	}, step{b0, 18}, step{qs.Base, 32}, step{d.Base, 4}, step{b8.Base, 4})
 
-	Label(name + "_done")
-	out := Mem{Base: Load(Param("out"), GP64())}
-	for t := 0; t < n; t++ {
-		VMOVUPS(acc[t], out.Offset(16*t))
-	}
-	VZEROUPPER()
-	RET()
+	storeAndReturn(acc, 16)
 }
 
-// dotQ4_0Rows8AVX2 emits dotQ4_0r8x{n}AVX2: eight Q4_0 weight rows
-// (wstride bytes apart) by n tokens, in the same order as dotQ4_0Rows4AVX2
-// (one fma chain per output, block after block) with the eight rows in the
-// eight float lanes of a YMM register, so one VCVTPH2PS, VMULPS and VFMADD
-// serve eight rows.
+// scales8 gathers the f16 scales of the eight rows' blocks with VPINSRW
+// and widens them to eight floats.
+func scales8(rows [8]Mem) VecVirtual {
+	g := GP32()
+	MOVWLZX(rows[0], g)
+	h := XMM()
+	VMOVD(g, h)
+	for r := 1; r < 8; r++ {
+		VPINSRW(U8(r), rows[r], h, h)
+	}
+	dw := YMM()
+	VCVTPH2PS(h, dw)
+	return dw
+}
+
+// unpack8 loads the eight rows' nibbles: lo[p] holds the low nibbles of
+// rows p (low half) and p+4 (high half), hi[p] their high nibbles.
+func unpack8(rows [8]Mem, nibbles Mem) (lo, hi [4]VecVirtual) {
+	for p := 0; p < 4; p++ {
+		lo[p], hi[p] = YMM(), YMM()
+		VMOVDQU(rows[p].Offset(2), lo[p].AsX())
+		VINSERTI128(U8(1), rows[p+4].Offset(2), lo[p], lo[p])
+		VPSRLW(U8(4), lo[p], hi[p])
+		VPAND(nibbles, lo[p], lo[p])
+		VPAND(nibbles, hi[p], hi[p])
+	}
+	return lo, hi
+}
+
+// pairSums returns, for rows p and p+4 (lo, hi from unpack8), four int32
+// partial block sums each: the low nibbles times aLo (values 0..15 in both
+// halves), the high ones times aHi (values 16..31).
+func pairSums(aLo, aHi Op, lo, hi VecVirtual, ones Mem) VecVirtual {
+	x, u := YMM(), YMM()
+	VPMADDUBSW(aLo, lo, x)
+	VPMADDUBSW(aHi, hi, u)
+	VPADDW(u, x, x)
+	VPMADDWD(ones, x, x)
+	return x
+}
+
+// dotQ4_0Rows8AVX2 emits dotQ4_0r8x1AVX2: eight Q4_0 weight rows (wstride
+// bytes apart) by one token, in the same order as dotQ4_0Rows4AVX2 (one fma
+// chain per output, block after block) with the eight rows in the eight
+// float lanes of a YMM register, so one VCVTPH2PS, VMULPS and VFMADD serve
+// eight rows.
 //
 // Per block, rows r and r+4 share a register: row r's 16 nibble bytes in
 // the low half, row r+4's in the high half (a load and a VINSERTI128).
@@ -262,114 +332,46 @@ func dotQ4_0Rows4AVX2(n int, nibbles, ones Mem) {
 // three VPHADDD reduce the four registers to the eight rows' block sums in
 // row order. The scales of the eight rows are gathered with VPINSRW. With
 // pf > 0 each row is prefetched pf bytes ahead, every block.
-func dotQ4_0Rows8AVX2(n int, nibbles, ones Mem, pf int) {
-	name := fmt.Sprintf("dotQ4_0r8x%dAVX2", n)
+func dotQ4_0Rows8AVX2(nibbles, ones Mem, pf int) {
+	const name = "dotQ4_0r8x1AVX2"
 	TEXT(name, NOSPLIT, "func(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)")
-	Doc(fmt.Sprintf("%s writes out[8t+r], the dot products of Q4_0 rows r = 0..7 (wstride bytes apart, nb blocks) with tokens t < %d (Q8_0 activations k bytes apart in qs, k/8 in d and b8).", name, n))
+	Doc(name + " writes out[r], the dot products of Q4_0 rows r = 0..7 (wstride bytes apart, nb blocks) with one token's Q8_0 activations (qs, d and b8; k is its length).")
 	Pragma("noescape")
-	b0 := Load(Param("w"), GP64())
-	ws := Load(Param("wstride"), GP64())
-	ws3, b4 := GP64(), GP64()
-	LEAQ(Mem{Base: ws, Index: ws, Scale: 2}, ws3)
-	LEAQ(Mem{Base: b0, Index: ws, Scale: 4}, b4)
-	var rows [8]Mem
-	for i, b := range []Register{b0, b4} {
-		rows[4*i] = Mem{Base: b}
-		rows[4*i+1] = Mem{Base: b, Index: ws, Scale: 1}
-		rows[4*i+2] = Mem{Base: b, Index: ws, Scale: 2}
-		rows[4*i+3] = Mem{Base: b, Index: ws3, Scale: 1}
-	}
-	qs := Mem{Base: Load(Param("qs"), GP64())}
-	d := Mem{Base: Load(Param("d"), GP64())}
-	b8 := Mem{Base: Load(Param("b8"), GP64())}
+	rows, b0, b4 := eightRows()
+	qs, d, b8 := ptr("qs"), ptr("d"), ptr("b8")
 	nb := Load(Param("nb"), GP64())
-	k := Load(Param("k"), GP64())
-	kd := GP64()
-	MOVQ(k, kd)
-	SHRQ(U8(3), kd)
-	acc := make([]VecVirtual, n)
-	for i := range acc {
-		acc[i] = YMM()
-		VXORPS(acc[i], acc[i], acc[i])
-	}
+	tokStrides(1) // k is the activations' length, unused with one token
+	acc := zeroed(1, YMM)
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	g := GP32()
-	MOVWLZX(rows[0], g)
-	h := XMM()
-	VMOVD(g, h)
-	for r := 1; r < 8; r++ {
-		VPINSRW(U8(r), rows[r], h, h)
-	}
-	dw := YMM()
-	VCVTPH2PS(h, dw)
-	if pf > 0 {
-		for r := 0; r < 8; r++ {
-			PREFETCHT0(rows[r].Offset(pf))
+	blockLoop(name, nb, func() {
+		dw := scales8(rows)
+		if pf > 0 {
+			for r := 0; r < 8; r++ {
+				PREFETCHT0(rows[r].Offset(pf))
+			}
 		}
-	}
-	var lo, hi [4]VecVirtual
-	for p := 0; p < 4; p++ {
-		lo[p], hi[p] = YMM(), YMM()
-		VMOVDQU(rows[p].Offset(2), lo[p].AsX())
-		VINSERTI128(U8(1), rows[p+4].Offset(2), lo[p], lo[p])
-		VPSRLW(U8(4), lo[p], hi[p])
-		VPAND(nibbles, lo[p], lo[p])
-		VPAND(nibbles, hi[p], hi[p])
-	}
-	for t := 0; t < n; t++ {
+		lo, hi := unpack8(rows, nibbles)
 		aLo, aHi := YMM(), YMM()
-		var ta, tb Mem
-		if t == 0 {
-			ta, tb = qs, d
-		} else {
-			ta = Mem{Base: qs.Base, Index: k, Scale: 1}
-			tb = Mem{Base: d.Base, Index: kd, Scale: 1}
-		}
-		VBROADCASTI128(ta, aLo)
-		VBROADCASTI128(ta.Offset(16), aHi)
+		VBROADCASTI128(qs, aLo)
+		VBROADCASTI128(qs.Offset(16), aHi)
 		var x [4]VecVirtual
 		for p := 0; p < 4; p++ {
-			x[p] = YMM()
-			u := YMM()
-			VPMADDUBSW(aLo, lo[p], x[p])
-			VPMADDUBSW(aHi, hi[p], u)
-			VPADDW(u, x[p], x[p])
-			VPMADDWD(ones, x[p], x[p])
+			x[p] = pairSums(aLo, aHi, lo[p], hi[p], ones)
 		}
 		VPHADDD(x[1], x[0], x[0])
 		VPHADDD(x[3], x[2], x[2])
 		VPHADDD(x[2], x[0], x[0])
 		off := YMM()
-		bt := b8
-		if t > 0 {
-			bt = Mem{Base: b8.Base, Index: kd, Scale: 1}
-		}
-		VPBROADCASTD(bt, off)
+		VPBROADCASTD(b8, off)
 		VPSUBD(off, x[0], x[0])
 		VCVTDQ2PS(x[0], x[0])
 		sc := YMM()
-		VBROADCASTSS(tb, sc)
+		VBROADCASTSS(d, sc)
 		VMULPS(sc, dw, sc) // d_w·d_a
-		VFMADD231PS(sc, x[0], acc[t])
-	}
-	ADDQ(U32(18), b0)
-	ADDQ(U32(18), b4)
-	ADDQ(U32(32), qs.Base)
-	ADDQ(U32(4), d.Base)
-	ADDQ(U32(4), b8.Base)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
+		VFMADD231PS(sc, x[0], acc[0])
+	}, step{b0, 18}, step{b4, 18}, step{qs.Base, 32}, step{d.Base, 4}, step{b8.Base, 4})
 
-	Label(name + "_done")
-	out := Mem{Base: Load(Param("out"), GP64())}
-	for t := 0; t < n; t++ {
-		VMOVUPS(acc[t], out.Offset(32*t))
-	}
-	VZEROUPPER()
-	RET()
+	storeAndReturn(acc, 32)
 }
 
 // dotQ4_0Rows8x4AVX2 emits dotQ4_0r8x4AVX2, dotQ4_0Rows8AVX2 for four
@@ -384,100 +386,41 @@ func dotQ4_0Rows8x4AVX2(nibbles, ones Mem) {
 	TEXT(name, NOSPLIT, "func(w *byte, wstride int, qa *int8, d *float32, b8 *int32, nb int, ka int, kd int, out *float32)")
 	Doc(name + " writes out[8t+r], the dot products of Q4_0 rows r = 0..7 (wstride bytes apart, nb blocks) with tokens t < 4: doubled Q8_0 activations ka bytes apart in qa, scales and b8 kd bytes apart.")
 	Pragma("noescape")
-	b0 := Load(Param("w"), GP64())
-	ws := Load(Param("wstride"), GP64())
-	ws3, b4 := GP64(), GP64()
-	LEAQ(Mem{Base: ws, Index: ws, Scale: 2}, ws3)
-	LEAQ(Mem{Base: b0, Index: ws, Scale: 4}, b4)
-	var rows [8]Mem
-	for i, b := range []Register{b0, b4} {
-		rows[4*i] = Mem{Base: b}
-		rows[4*i+1] = Mem{Base: b, Index: ws, Scale: 1}
-		rows[4*i+2] = Mem{Base: b, Index: ws, Scale: 2}
-		rows[4*i+3] = Mem{Base: b, Index: ws3, Scale: 1}
-	}
-	qa := Mem{Base: Load(Param("qa"), GP64())}
-	d := Mem{Base: Load(Param("d"), GP64())}
-	b8 := Mem{Base: Load(Param("b8"), GP64())}
+	rows, b0, b4 := eightRows()
+	qa, d, b8 := ptr("qa"), ptr("d"), ptr("b8")
 	nb := Load(Param("nb"), GP64())
 	ka := Load(Param("ka"), GP64())
 	kd := Load(Param("kd"), GP64())
-	ka3, kd3 := GP64(), GP64()
-	LEAQ(Mem{Base: ka, Index: ka, Scale: 2}, ka3)
-	LEAQ(Mem{Base: kd, Index: kd, Scale: 2}, kd3)
+	ka3, kd3 := x3(ka), x3(kd)
 	dws := AllocLocal(32)
-	acc := make([]VecVirtual, n)
-	for i := range acc {
-		acc[i] = YMM()
-		VXORPS(acc[i], acc[i], acc[i])
-	}
+	acc := zeroed(n, YMM)
 
-	Label(name + "_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef(name + "_done"))
-	{
-		g := GP32()
-		MOVWLZX(rows[0], g)
-		h := XMM()
-		VMOVD(g, h)
-		for r := 1; r < 8; r++ {
-			VPINSRW(U8(r), rows[r], h, h)
+	blockLoop(name, nb, func() {
+		VMOVUPS(scales8(rows), dws)
+		lo, hi := unpack8(rows, nibbles)
+		for t := 0; t < n; t++ {
+			ta, tb, tc := tokAddr(qa, t, ka, ka3), tokAddr(d, t, kd, kd3), tokAddr(b8, t, kd, kd3)
+			var x [4]VecVirtual
+			pair := func(p int) { x[p] = pairSums(ta, ta.Offset(32), lo[p], hi[p], ones) }
+			pair(0)
+			pair(1)
+			VPHADDD(x[1], x[0], x[0])
+			pair(2)
+			pair(3)
+			VPHADDD(x[3], x[2], x[2])
+			VPHADDD(x[2], x[0], x[0])
+			off := YMM()
+			VPBROADCASTD(tc, off)
+			VPSUBD(off, x[0], x[0])
+			VCVTDQ2PS(x[0], x[0])
+			sc := YMM()
+			VBROADCASTSS(tb, sc)
+			VMULPS(dws, sc, sc) // d_w·d_a
+			VFMADD231PS(sc, x[0], acc[t])
 		}
-		dw := YMM()
-		VCVTPH2PS(h, dw)
-		VMOVUPS(dw, dws)
-	}
-	var lo, hi [4]VecVirtual
-	for p := 0; p < 4; p++ {
-		lo[p], hi[p] = YMM(), YMM()
-		VMOVDQU(rows[p].Offset(2), lo[p].AsX())
-		VINSERTI128(U8(1), rows[p+4].Offset(2), lo[p], lo[p])
-		VPSRLW(U8(4), lo[p], hi[p])
-		VPAND(nibbles, lo[p], lo[p])
-		VPAND(nibbles, hi[p], hi[p])
-	}
-	for t := 0; t < n; t++ {
-		ta, tb, tc := tokAddr(qa, t, ka, ka3), tokAddr(d, t, kd, kd3), tokAddr(b8, t, kd, kd3)
-		var x [4]VecVirtual
-		pair := func(p int) {
-			x[p] = YMM()
-			u := YMM()
-			VPMADDUBSW(ta, lo[p], x[p])
-			VPMADDUBSW(ta.Offset(32), hi[p], u)
-			VPADDW(u, x[p], x[p])
-			VPMADDWD(ones, x[p], x[p])
-		}
-		pair(0)
-		pair(1)
-		VPHADDD(x[1], x[0], x[0])
-		pair(2)
-		pair(3)
-		VPHADDD(x[3], x[2], x[2])
-		VPHADDD(x[2], x[0], x[0])
-		off := YMM()
-		VPBROADCASTD(tc, off)
-		VPSUBD(off, x[0], x[0])
-		VCVTDQ2PS(x[0], x[0])
-		sc := YMM()
-		VBROADCASTSS(tb, sc)
-		VMULPS(dws, sc, sc) // d_w·d_a
-		VFMADD231PS(sc, x[0], acc[t])
-	}
-	ADDQ(U32(18), b0)
-	ADDQ(U32(18), b4)
-	ADDQ(U32(64), qa.Base)
-	ADDQ(U32(4), d.Base)
-	ADDQ(U32(4), b8.Base)
-	DECQ(nb)
-	JMP(LabelRef(name + "_loop"))
+	}, step{b0, 18}, step{b4, 18}, step{qa.Base, 64}, step{d.Base, 4}, step{b8.Base, 4})
 
-	Label(name + "_done")
-	out := Mem{Base: Load(Param("out"), GP64())}
-	for t := 0; t < n; t++ {
-		VMOVUPS(acc[t], out.Offset(32*t))
-	}
-	VZEROUPPER()
-	RET()
+	storeAndReturn(acc, 32)
 }
 
 // dotF32VecAVX2 emits dotF32VecAVX2, ggml_vec_dot_f32 on AVX2 for n a
