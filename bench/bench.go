@@ -11,15 +11,6 @@ import (
 	"github.com/latent-ai/latent/engine"
 )
 
-// Model is what a benchmark drives: a batched forward pass over the next
-// positions of one sequence.
-type Model interface {
-	Forward(tokens []int32, all bool) ([]float32, error)
-	Vocab() int
-	Context() int
-	Reset()
-}
-
 // Options say what to measure.
 type Options struct {
 	Prefill int   // prompt tokens timed in one batch (-p)
@@ -85,7 +76,7 @@ func tokens(n, vocab, seed int) []int32 {
 
 // Run measures m on be (whose Name and operation count, if it is a
 // backend.Counter, go into the results) at every depth of o.
-func Run(m Model, be backend.Backend, modelName string, o Options) ([]Result, error) {
+func Run(m engine.Model, be backend.Backend, modelName string, o Options) ([]Result, error) {
 	if err := o.check(m.Context()); err != nil {
 		return nil, err
 	}
