@@ -14,7 +14,7 @@ import (
 
 // genRequest is one generation, in the terms both APIs share.
 type genRequest struct {
-	prompt    string // text, special tokens parsed; BOS is added when the model wants one
+	prompt    string // text, tokenized by chat.PromptTokens
 	tokens    []int32
 	maxTokens int // ≤ 0: until the end of generation or a full context
 	sampler   engine.SamplerOptions
@@ -49,10 +49,7 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 	m := s.model
 	ids := req.tokens
 	if ids == nil {
-		if m.Tokenizer.AddBOS() {
-			ids = append(ids, m.Tokenizer.BOS())
-		}
-		ids = append(ids, m.Tokenizer.Encode(req.prompt, true)...)
+		ids = chat.PromptTokens(m.Tokenizer, req.prompt)
 	}
 	if len(ids) == 0 {
 		return nil, badRequest("prompt", "the prompt is empty")

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
+
+	"github.com/latent-ai/latent/chat"
 )
 
 func TestBadInputs(t *testing.T) {
@@ -388,7 +390,7 @@ func TestMetrics(t *testing.T) {
 	if m.Tokenizer.AddBOS() {
 		bos = 1
 	}
-	prompt := len(m.Tokenizer.Encode(chatPrompt(t, m, userMsg("hi")), true)) + bos
+	prompt := len(chat.PromptTokens(m.Tokenizer, chatPrompt(t, m, userMsg("hi"))))
 	checks := []struct {
 		name   string
 		labels []string
@@ -398,7 +400,7 @@ func TestMetrics(t *testing.T) {
 		{"latent_requests_total", []string{"endpoint", "chat_completions", "code", "400"}, 1},
 		{"latent_requests_total", []string{"endpoint", "ollama_generate", "code", "200"}, 1},
 		{"latent_generated_tokens_total", nil, 5 + 5 + 3},
-		{"latent_prompt_tokens_total", nil, float64(2*prompt + len(m.Tokenizer.Encode("hi", true)) + bos)},
+		{"latent_prompt_tokens_total", nil, float64(2*prompt + len(chat.PromptTokens(m.Tokenizer, "hi")))},
 		// The second chat reuses all but the last prompt token; the raw
 		// prompt shares only the BOS with it.
 		{"latent_prompt_tokens_cached_total", nil, float64(prompt - 1 + bos)},

@@ -25,10 +25,7 @@ func reference(t *testing.T, file, prompt string, maxTokens int, seed uint64) (s
 		t.Fatal(err)
 	}
 	defer lm.Close()
-	ids := m.Tokenizer.Encode(prompt, true)
-	if m.Tokenizer.AddBOS() {
-		ids = append([]int32{m.Tokenizer.BOS()}, ids...)
-	}
+	ids := chat.PromptTokens(m.Tokenizer, prompt)
 	o := engine.DefaultSamplerOptions()
 	o.Seed = seed
 	var out []int32
