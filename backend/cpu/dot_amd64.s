@@ -381,9 +381,9 @@ dotQ4_0r4x4AVX2_done:
 	VZEROUPPER
 	RET
 
-// func dotQ4_0r8x1AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)
+// func dotQ4_0r8x1AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·dotQ4_0r8x1AVX2(SB), NOSPLIT, $0-64
+TEXT ·dotQ4_0r8x1AVX2(SB), NOSPLIT, $0-56
 	MOVQ   w+0(FP), AX
 	MOVQ   wstride+8(FP), CX
 	LEAQ   (CX)(CX*2), DX
@@ -392,8 +392,6 @@ TEXT ·dotQ4_0r8x1AVX2(SB), NOSPLIT, $0-64
 	MOVQ   d+24(FP), DI
 	MOVQ   b8+32(FP), R8
 	MOVQ   nb+40(FP), R9
-	MOVQ   k+48(FP), R10
-	SHRQ   $0x03, R10
 	VXORPS Y0, Y0, Y0
 
 dotQ4_0r8x1AVX2_loop:
@@ -473,7 +471,7 @@ dotQ4_0r8x1AVX2_loop:
 	JMP            dotQ4_0r8x1AVX2_loop
 
 dotQ4_0r8x1AVX2_done:
-	MOVQ    out+56(FP), AX
+	MOVQ    out+48(FP), AX
 	VMOVUPS Y0, (AX)
 	VZEROUPPER
 	RET

@@ -51,7 +51,7 @@ func dotQ4_0Tile(w []byte, rowBytes int, a *acts, t int, out *[16]float32) {
 
 func dotQ4_0Rows8(w []byte, rowBytes int, a arow, out *[16]float32) {
 	_ = w[7*rowBytes+18*len(a.d)-1]
-	dotQ4_0r8x1AVX2(&w[0], rowBytes, &a.qs[0], &a.d[0], &a.b8[0], len(a.d), len(a.qs), &out[0])
+	dotQ4_0r8x1AVX2(&w[0], rowBytes, &a.qs[0], &a.d[0], &a.b8[0], len(a.d), &out[0])
 }
 
 func dotQ4_0Tile8(w []byte, rowBytes int, a *acts, t int, out *[32]float32) {

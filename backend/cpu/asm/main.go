@@ -334,13 +334,12 @@ func pairSums(aLo, aHi Op, lo, hi VecVirtual, ones Mem) VecVirtual {
 // pf > 0 each row is prefetched pf bytes ahead, every block.
 func dotQ4_0Rows8AVX2(nibbles, ones Mem, pf int) {
 	const name = "dotQ4_0r8x1AVX2"
-	TEXT(name, NOSPLIT, "func(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)")
-	Doc(name + " writes out[r], the dot products of Q4_0 rows r = 0..7 (wstride bytes apart, nb blocks) with one token's Q8_0 activations (qs, d and b8; k is its length).")
+	TEXT(name, NOSPLIT, "func(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, out *float32)")
+	Doc(name + " writes out[r], the dot products of Q4_0 rows r = 0..7 (wstride bytes apart, nb blocks) with one token's Q8_0 activations (qs, d and b8).")
 	Pragma("noescape")
 	rows, b0, b4 := eightRows()
 	qs, d, b8 := ptr("qs"), ptr("d"), ptr("b8")
 	nb := Load(Param("nb"), GP64())
-	tokStrides(1) // k is the activations' length, unused with one token
 	acc := zeroed(1, YMM)
 
 	blockLoop(name, nb, func() {
