@@ -7,7 +7,6 @@ package quant
 import (
 	"fmt"
 	"math/bits"
-	"strings"
 )
 
 // Type is a ggml tensor element type; the values are the ids stored in GGUF files.
@@ -109,15 +108,6 @@ func (t Type) BlockSize() int { return types[t].blockSize }
 // TypeSize is the number of bytes one block takes.
 func (t Type) TypeSize() int { return types[t].typeSize }
 
-// BitsPerWeight is the storage cost of one weight.
-func (t Type) BitsPerWeight() float64 {
-	ti := types[t]
-	if ti.blockSize == 0 {
-		return 0
-	}
-	return float64(ti.typeSize*8) / float64(ti.blockSize)
-}
-
 // RowBytes is the size in bytes of n consecutive weights, or an error when n
 // is not a whole number of blocks or t is unknown.
 func (t Type) RowBytes(n int64) (int64, error) {
@@ -134,14 +124,4 @@ func (t Type) RowBytes(n int64) (int64, error) {
 		return 0, fmt.Errorf("%s: %d weights overflow a size", ti.name, n)
 	}
 	return int64(lo), nil
-}
-
-// ParseType maps a type name such as "Q4_K" or "q4_k" to its Type.
-func ParseType(name string) (Type, error) {
-	for t, ti := range types {
-		if strings.EqualFold(ti.name, name) {
-			return t, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown tensor type %q", name)
 }
