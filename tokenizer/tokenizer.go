@@ -513,12 +513,6 @@ func (t *Tokenizer) IsEOG(id int32) bool {
 // EOG lists the tokens that end a generation, in increasing order.
 func (t *Tokenizer) EOG() []int32 { return slices.Clone(t.eog) }
 
-// IsControl reports whether id is a control token (rendered by Decode, but
-// not text a model writes for people).
-func (t *Tokenizer) IsControl(id int32) bool {
-	return id >= 0 && int(id) < len(t.tokens) && t.attrs[id]&attrControl != 0
-}
-
 // Token returns id's vocabulary text (GPT-2 characters for normal tokens),
 // or "" for an id outside the vocabulary.
 func (t *Tokenizer) Token(id int32) string {
