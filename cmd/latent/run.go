@@ -259,12 +259,9 @@ func newChatSession(cmd *cobra.Command, lm *model.Loaded, o *runOptions) (*chatS
 		}
 	}
 	if !o.ignoreEOS {
+		// The tokenizer's set holds eos, eot and eom already (eogTokens),
+		// as the server uses it.
 		c.eog = tok.EOG()
-		for _, id := range eogTokens(lm.File) {
-			if !slices.Contains(c.eog, id) {
-				c.eog = append(c.eog, id)
-			}
-		}
 	}
 	return c, nil
 }
