@@ -37,15 +37,9 @@ func randomActs(r *rand.Rand, typ quant.Type, T, k int) *acts {
 // of the dequantized weights and rounded activations.
 func TestKernelsAgainstGeneric(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
-	t.Logf("kernel set in use: %s", Kernels())
-	sets := map[string]map[quant.Type]kernel{}
-	for _, force := range []string{"avx2", ""} {
-		ks, name := chooseKernels(force)
-		sets[name] = ks
-	}
-	for name, ks := range sets {
-		t.Run(name, func(t *testing.T) { testKernelSet(t, r, ks) })
-	}
+	t.Logf("kernel set in use: %s", kernelSet)
+	ks, name := chooseKernels("")
+	t.Run(name, func(t *testing.T) { testKernelSet(t, r, ks) })
 }
 
 func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {

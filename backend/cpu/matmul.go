@@ -118,13 +118,10 @@ func chooseKernels(force string) (map[quant.Type]kernel, string) {
 	}
 	name := "generic"
 	if force != "generic" {
-		name = addSIMDKernels(ks, force)
+		name = addSIMDKernels(ks)
 	}
 	return ks, name
 }
-
-// Kernels names the kernel set in use ("generic", "avx2", ...).
-func Kernels() string { return kernelSet }
 
 // mmJob computes dst[t][dstOff+o] (+)= W[rowOff+o] · src[t] for output rows
 // o in the ranges the pool hands out. Rows go in tiles so that a weight row,

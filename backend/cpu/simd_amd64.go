@@ -8,11 +8,15 @@ import (
 	"github.com/latent-ai/latent/quant"
 )
 
+// hasAVX2 says whether the CPU runs the assembly: AVX2 and FMA (F16C comes
+// with them).
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
 // addSIMDKernels replaces the pure-Go kernels with assembly ones where the
-// CPU has the instructions (AVX2 and FMA; F16C comes with them). The
-// assembly computes in the pure-Go kernels' float order, bit for bit.
-func addSIMDKernels(ks map[quant.Type]kernel, force string) string {
-	if !(cpu.X86.HasAVX2 && cpu.X86.HasFMA) {
+// CPU has the instructions (hasAVX2). The assembly computes in the pure-Go
+// kernels' float order, bit for bit.
+func addSIMDKernels(ks map[quant.Type]kernel) string {
+	if !hasAVX2 {
 		return "generic"
 	}
 	ks[quant.Q4_0] = kernel{one: dotQ4_0Go, rows4: dotQ4_0Rows4, tile: dotQ4_0Tile, rows8: dotQ4_0Rows8, tile8: dotQ4_0Tile8}
@@ -64,7 +68,7 @@ func dotQ4_0Tile8(w []byte, rowBytes int, a *acts, t int, out *[32]float32) {
 
 // simdVecOps returns the AVX2 forms of dotF32VecGo and fmaAxpyGo, or nils.
 func simdVecOps() (func(x, y []float32) float32, func(out, v []float32, s float32)) {
-	if !(cpu.X86.HasAVX2 && cpu.X86.HasFMA) {
+	if !hasAVX2 {
 		return nil, nil
 	}
 	return dotF32VecSIMD, fmaAxpySIMD
@@ -98,7 +102,7 @@ func fmaAxpySIMD(out, v []float32, s float32) {
 
 // simdQuantQ8_0 returns the AVX2 form of quantRowQ8_0Go, or nil.
 func simdQuantQ8_0() func(x []float32, qs []int8, d []float32, b8 []int32) {
-	if !(cpu.X86.HasAVX2 && cpu.X86.HasFMA) {
+	if !hasAVX2 {
 		return nil
 	}
 	return quantRowQ8_0SIMD
