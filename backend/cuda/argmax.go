@@ -29,20 +29,7 @@ func (b *Backend) Argmax(t backend.Tensor, dst []int32) {
 	out := b.scratch(int64(4 * p.rows))
 	b.record("argmax", grid1(p.rows), [3]uint32{1024, 1, 1}, int64(p.rows)*int64(p.cols)*4,
 		uint64(out), uint64(p.ptr), uint64(p.stride), uint64(p.cols))
-	n := int64(4 * p.rows)
-	var err error
-	b.run(func() {
-		b.flush()
-		if err = b.ensureStaging(n); err != nil {
-			return
-		}
-		d := b.d
-		if err = d.check("cuMemcpyDtoHAsync", call(d.cuMemcpyDtoHAsync, b.staging, out, uintptr(n), b.stream)); err != nil {
-			return
-		}
-		err = d.check("cuStreamSynchronize", call(d.cuStreamSynchronize, b.stream))
-	})
-	if err != nil {
+	if err := b.readBack(out, int64(4*p.rows)); err != nil {
 		panic(fmt.Errorf("cuda: argmax: %w", err))
 	}
 	copy(dst, unsafe.Slice((*int32)(hostPtr(b.staging)), p.rows))

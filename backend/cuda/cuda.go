@@ -536,25 +536,31 @@ func (b *Backend) Read(t backend.Tensor, dst []float32) {
 		return
 	}
 	span := (int64(p.rows-1)*int64(p.stride) + int64(p.cols)) * 4
-	var err error
-	b.run(func() {
-		b.flush()
-		if err = b.ensureStaging(span); err != nil {
-			return
-		}
-		d := b.d
-		if err = d.check("cuMemcpyDtoHAsync", call(d.cuMemcpyDtoHAsync, b.staging, p.ptr, uintptr(span), b.stream)); err != nil {
-			return
-		}
-		err = d.check("cuStreamSynchronize", call(d.cuStreamSynchronize, b.stream))
-	})
-	if err != nil {
+	if err := b.readBack(p.ptr, span); err != nil {
 		panic(fmt.Errorf("cuda: read: %w", err))
 	}
 	src := unsafe.Slice((*float32)(hostPtr(b.staging)), span/4)
 	for r := 0; r < p.rows; r++ {
 		copy(dst[r*p.cols:(r+1)*p.cols], src[r*p.stride:r*p.stride+p.cols])
 	}
+}
+
+// readBack runs the pass's pending work and copies n bytes at src to the
+// start of the pinned staging buffer.
+func (b *Backend) readBack(src uintptr, n int64) error {
+	var err error
+	b.run(func() {
+		b.flush()
+		if err = b.ensureStaging(n); err != nil {
+			return
+		}
+		d := b.d
+		if err = d.check("cuMemcpyDtoHAsync", call(d.cuMemcpyDtoHAsync, b.staging, src, uintptr(n), b.stream)); err != nil {
+			return
+		}
+		err = d.check("cuStreamSynchronize", call(d.cuStreamSynchronize, b.stream))
+	})
+	return err
 }
 
 // ensureStaging grows the pinned host buffer to n bytes (context thread).
