@@ -13,7 +13,6 @@ import (
 	"math"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"unsafe"
 
@@ -74,8 +73,6 @@ type Backend struct {
 	HalfCache bool
 	nLaunch   uint64
 	prof      *profiler
-	mmvBPS    int  // mmv1's resident blocks per SM (LATENT_MMV_BPS, for tuning)
-	oldMMV    bool // LATENT_MMV_OLD=1: mmvq1 for one token (for comparison)
 	pdl       bool // launches marked pdl use programmatic dependent launch
 	pdlConf   launchConfig
 	pdlAttr   launchAttr
@@ -117,10 +114,7 @@ func New(ordinal int) (*Backend, error) {
 	}
 	b := &Backend{d: d, work: make(chan func()), done: make(chan struct{}), types: map[quant.Type]bool{}, HalfCache: os.Getenv("LATENT_CACHE_F16") == "1",
 		graphs: map[uint64]uintptr{}, ropes: map[*float32]uintptr{}, bigShared: map[uintptr]int{}, mmv1Names: map[[4]int]string{},
-		mmvBPS: 2, oldMMV: os.Getenv("LATENT_MMV_OLD") == "1", pdl: d.cuLaunchKernelEx != 0 && os.Getenv("LATENT_PDL") != "0"}
-	if n, err := strconv.Atoi(os.Getenv("LATENT_MMV_BPS")); err == nil && n > 0 {
-		b.mmvBPS = n
-	}
+		pdl: d.cuLaunchKernelEx != 0}
 	started := make(chan error)
 	go b.loop(ordinal, started)
 	if err := <-started; err != nil {

@@ -1,6 +1,6 @@
 #!/bin/bash
-# One device call: GPU tests, a memcheck pass, then youtu decode speed for
-# mmv1 variants against the old kernel. Logs under $OUT.
+# One device call: GPU tests, a memcheck pass, then youtu decode speed.
+# Logs under $OUT.
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 export LATENT_KERNEL_CACHE=/tmp/latent-kc
@@ -12,10 +12,7 @@ if [ -n "$SANITIZE" ]; then
 fi
 for m in ${MODELS:-youtu-llm-2b}; do
 	[ -f /tmp/$m.gguf ] || .bin/latent synth --preset $m --type q4_0 -o /tmp/$m.gguf >/dev/null 2>&1
-	for v in ${VARIANTS:-new}; do
-		case $v in old) env="LATENT_MMV_OLD=1" ;; pdl0) env="LATENT_PDL=0" ;; bps*) env="LATENT_MMV_BPS=${v#bps}" ;; *) env="" ;; esac
-		echo "$m $v: $(env $env .bin/latent bench /tmp/$m.gguf --backend cuda ${BENCH:--p 512 -n 128 --depth 0 --reps 2} 2>&1 | grep -E "^ *cuda " | awk '{printf "d%s %s tok/s  ", $3, $5}')" | tee -a $OUT/bench.log
-	done
+	echo "$m: $(.bin/latent bench /tmp/$m.gguf --backend cuda ${BENCH:--p 512 -n 128 --depth 0 --reps 2} 2>&1 | grep -E "^ *cuda " | awk '{printf "d%s %s tok/s  ", $3, $5}')" | tee -a $OUT/bench.log
 done
 for m in ${FULL:-}; do
 	[ -f /tmp/$m.gguf ] || .bin/latent synth --preset $m --type q4_0 -o /tmp/$m.gguf >/dev/null 2>&1

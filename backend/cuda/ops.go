@@ -360,7 +360,7 @@ func (b *Backend) recordMQ(w *weight, m *mq, ny int, bytes int64) {
 // integer-dot product.
 func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 	nk := int(max(m.nsum, 1))
-	if m.T == 1 && (m.typ == quant.Q4_0 || m.typ == quant.Q8_0) && !b.oldMMV {
+	if m.T == 1 && (m.typ == quant.Q4_0 || m.typ == quant.Q8_0) {
 		// mmv1 (kernels/mmvq.cu): a lane loads G rows × JC blocks (× 2 for
 		// gate/up) of 16-byte words, at most 8 at a time; JC covers a row's
 		// blocks per lane where it can, and G rows share the input's reads
@@ -381,7 +381,7 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 		for jc < ceilDiv(nb, lpr) && 2*jc*nw*words <= 8 {
 			jc *= 2
 		}
-		resident := b.mmvBPS * b.info.SMs
+		resident := mmv1BlocksPerSM * b.info.SMs
 		g := 1
 		if jc == 2 {
 			for _, c := range []int{4, 2} {
@@ -410,6 +410,10 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 	}
 	return name + deviceTypes[m.typ], grid3(gx, m.ny, ceilDiv(int(m.T), nt)), shmem
 }
+
+// mmv1BlocksPerSM is how many mmv1 blocks an SM holds at once (its
+// __launch_bounds__(256, 2) in kernels/mmvq.cu): mmv1's persistent grid.
+const mmv1BlocksPerSM = 2
 
 // mmv1Name is mmv1's kernel name for a variant, built once (every token
 // records every launch again).
