@@ -73,8 +73,7 @@ func newBenchCmd() *cobra.Command {
 	f.StringVar(&depths, "depth", "0", "comma-separated cache depths: tokens already in the cache before timing")
 	f.IntVar(&o.Reps, "reps", 5, "repetitions per depth (the figures are medians)")
 	f.BoolVar(&asJSON, "json", false, "print a JSON array, one object per depth")
-	f.StringVar(&opts.Backend, "backend", "auto", "backend to run on: auto (CUDA when a GPU is present), cpu or cuda")
-	f.IntVar(&opts.Threads, "threads", 0, "CPU threads (0: one per core)")
+	addBackendFlags(cmd, &opts)
 	return cmd
 }
 

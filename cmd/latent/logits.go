@@ -70,9 +70,15 @@ func newLogitsCmd() *cobra.Command {
 
 // addLoadFlags adds the flags every command that runs a model shares.
 func addLoadFlags(cmd *cobra.Command, o *model.Options) {
+	addBackendFlags(cmd, o)
+	cmd.Flags().IntVar(&o.Context, "ctx", 0, "context length to allocate (0: the smaller of the trained context and 4096)")
+}
+
+// addBackendFlags adds --backend and --threads (addLoadFlags without --ctx,
+// for a command that sizes the context itself).
+func addBackendFlags(cmd *cobra.Command, o *model.Options) {
 	cmd.Flags().StringVar(&o.Backend, "backend", "auto", "backend to run on: auto (CUDA when a GPU is present), cpu or cuda")
 	cmd.Flags().IntVar(&o.Threads, "threads", 0, "CPU threads (0: one per core)")
-	cmd.Flags().IntVar(&o.Context, "ctx", 0, "context length to allocate (0: the smaller of the trained context and 4096)")
 }
 
 // parseTokens reads a comma-separated list of token ids; an empty list is
