@@ -20,7 +20,7 @@ func Load(path, name string, o model.Options) (*Model, *model.Loaded, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := FromLoaded(lm, path, name)
+	m, err := describe(lm, path, name)
 	if err != nil {
 		lm.Close()
 		return nil, nil, err
@@ -28,8 +28,8 @@ func Load(path, name string, o model.Options) (*Model, *model.Loaded, error) {
 	return m, lm, nil
 }
 
-// FromLoaded describes a loaded model for serving.
-func FromLoaded(lm *model.Loaded, path, name string) (*Model, error) {
+// describe is a loaded model as the server serves it.
+func describe(lm *model.Loaded, path, name string) (*Model, error) {
 	tok, err := tokenizer.FromGGUF(lm.File)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
