@@ -68,10 +68,7 @@ func openDriver() (*driver, error) {
 		return nil, fmt.Errorf("%w: cannot load libcuda.so.1 (%v): install the NVIDIA driver (e.g. apt install nvidia-driver-580 or the CUDA toolkit's driver), or use --backend cpu", ErrNoDevice, first)
 	}
 	d := &driver{lib: lib}
-	syms := []struct {
-		p    *uintptr
-		name string
-	}{
+	syms := []symbol{
 		{&d.cuInit, "cuInit"}, {&d.cuDriverGetVersion, "cuDriverGetVersion"},
 		{&d.cuDeviceGetCount, "cuDeviceGetCount"}, {&d.cuDeviceGet, "cuDeviceGet"},
 		{&d.cuDeviceGetName, "cuDeviceGetName"}, {&d.cuDeviceGetAttribute, "cuDeviceGetAttribute"},
@@ -96,18 +93,33 @@ func openDriver() (*driver, error) {
 		{&d.cuEventSynchronize, "cuEventSynchronize"}, {&d.cuEventElapsedTime, "cuEventElapsedTime"},
 		{&d.cuEventDestroy, "cuEventDestroy_v2"}, {&d.cuGetErrorString, "cuGetErrorString"},
 	}
-	for _, s := range syms {
-		p, err := dlsym(lib, s.name)
-		if err != nil {
-			return nil, fmt.Errorf("%w: libcuda has no %s (driver too old: install a driver for CUDA 12 or newer)", ErrNoDevice, s.name)
-		}
-		*s.p = p
+	if missing := bind(lib, syms); missing != "" {
+		return nil, fmt.Errorf("%w: libcuda has no %s (driver too old: install a driver for CUDA 12 or newer)", ErrNoDevice, missing)
 	}
 	d.cuLaunchKernelEx, _ = dlsym(lib, "cuLaunchKernelEx")
 	if r := call(d.cuInit, 0); r != 0 {
 		return nil, fmt.Errorf("%w: cuInit: %s", ErrNoDevice, d.errString(r))
 	}
 	return d, nil
+}
+
+// symbol is a library function that bind resolves into *p.
+type symbol struct {
+	p    *uintptr
+	name string
+}
+
+// bind resolves every symbol in lib and returns the name of the first one
+// lib lacks ("" when it has them all).
+func bind(lib uintptr, syms []symbol) string {
+	for _, s := range syms {
+		p, err := dlsym(lib, s.name)
+		if err != nil {
+			return s.name
+		}
+		*s.p = p
+	}
+	return ""
 }
 
 // cuError is a failed driver call.

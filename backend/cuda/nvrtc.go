@@ -68,21 +68,14 @@ func openNVRTC() (*nvrtc, error) {
 		return nil, fmt.Errorf("%w: cannot load NVRTC (libnvrtc.so.13 or .12): install the CUDA toolkit's runtime compiler (apt install cuda-nvrtc-13-0, or pip install nvidia-cuda-nvrtc), set LATENT_NVRTC to the library's path, or use --backend cpu", ErrNoDevice)
 	}
 	n := &nvrtc{}
-	for _, s := range []struct {
-		p    *uintptr
-		name string
-	}{
+	if missing := bind(lib, []symbol{
 		{&n.create, "nvrtcCreateProgram"}, {&n.compile, "nvrtcCompileProgram"},
 		{&n.logSize, "nvrtcGetProgramLogSize"}, {&n.log, "nvrtcGetProgramLog"},
 		{&n.cubinSize, "nvrtcGetCUBINSize"}, {&n.cubin, "nvrtcGetCUBIN"},
 		{&n.destroy, "nvrtcDestroyProgram"}, {&n.errString, "nvrtcGetErrorString"},
 		{&n.version, "nvrtcVersion"},
-	} {
-		p, err := dlsym(lib, s.name)
-		if err != nil {
-			return nil, fmt.Errorf("%w: NVRTC has no %s (install NVRTC from CUDA 12 or newer)", ErrNoDevice, s.name)
-		}
-		*s.p = p
+	}); missing != "" {
+		return nil, fmt.Errorf("%w: NVRTC has no %s (install NVRTC from CUDA 12 or newer)", ErrNoDevice, missing)
 	}
 	call(n.version, uintptr(unsafe.Pointer(&n.major)), uintptr(unsafe.Pointer(&n.minor)))
 	return n, nil
