@@ -460,7 +460,7 @@ dotQ4_0r8x1AVX2_loop:
 	VPSUBD         Y3, Y12, Y12
 	VCVTDQ2PS      Y12, Y12
 	VBROADCASTSS   (DI), Y3
-	VMULPS         Y3, Y1, Y3
+	VMULPS         Y1, Y3, Y3
 	VFMADD231PS    Y3, Y12, Y0
 	ADDQ           $0x00000012, AX
 	ADDQ           $0x00000012, BX

@@ -317,6 +317,19 @@ func pairSums(aLo, aHi Op, lo, hi VecVirtual, ones Mem) VecVirtual {
 	return x
 }
 
+// addBlock adds the eight rows' block sums s into acc as fma(s − b8,
+// d_w·d_a, acc): b8 and d are the token's, dw the rows' scales.
+func addBlock(s VecVirtual, b8, d Mem, dw Op, acc VecVirtual) {
+	off := YMM()
+	VPBROADCASTD(b8, off)
+	VPSUBD(off, s, s)
+	VCVTDQ2PS(s, s)
+	sc := YMM()
+	VBROADCASTSS(d, sc)
+	VMULPS(dw, sc, sc) // d_w·d_a
+	VFMADD231PS(sc, s, acc)
+}
+
 // dotQ4_0Rows8AVX2 emits dotQ4_0r8x1AVX2: eight Q4_0 weight rows (wstride
 // bytes apart) by one token, in the same order as dotQ4_0Rows4AVX2 (one fma
 // chain per output, block after block) with the eight rows in the eight
@@ -360,14 +373,7 @@ func dotQ4_0Rows8AVX2(nibbles, ones Mem, pf int) {
 		VPHADDD(x[1], x[0], x[0])
 		VPHADDD(x[3], x[2], x[2])
 		VPHADDD(x[2], x[0], x[0])
-		off := YMM()
-		VPBROADCASTD(b8, off)
-		VPSUBD(off, x[0], x[0])
-		VCVTDQ2PS(x[0], x[0])
-		sc := YMM()
-		VBROADCASTSS(d, sc)
-		VMULPS(sc, dw, sc) // d_w·d_a
-		VFMADD231PS(sc, x[0], acc[0])
+		addBlock(x[0], b8, d, dw, acc[0])
 	}, step{b0, 18}, step{b4, 18}, step{qs.Base, 32}, step{d.Base, 4}, step{b8.Base, 4})
 
 	storeAndReturn(acc, 32)
@@ -398,7 +404,7 @@ func dotQ4_0Rows8x4AVX2(nibbles, ones Mem) {
 		VMOVUPS(scales8(rows), dws)
 		lo, hi := unpack8(rows, nibbles)
 		for t := 0; t < n; t++ {
-			ta, tb, tc := tokAddr(qa, t, ka, ka3), tokAddr(d, t, kd, kd3), tokAddr(b8, t, kd, kd3)
+			ta := tokAddr(qa, t, ka, ka3)
 			var x [4]VecVirtual
 			pair := func(p int) { x[p] = pairSums(ta, ta.Offset(32), lo[p], hi[p], ones) }
 			pair(0)
@@ -408,14 +414,7 @@ func dotQ4_0Rows8x4AVX2(nibbles, ones Mem) {
 			pair(3)
 			VPHADDD(x[3], x[2], x[2])
 			VPHADDD(x[2], x[0], x[0])
-			off := YMM()
-			VPBROADCASTD(tc, off)
-			VPSUBD(off, x[0], x[0])
-			VCVTDQ2PS(x[0], x[0])
-			sc := YMM()
-			VBROADCASTSS(tb, sc)
-			VMULPS(dws, sc, sc) // d_w·d_a
-			VFMADD231PS(sc, x[0], acc[t])
+			addBlock(x[0], tokAddr(b8, t, kd, kd3), tokAddr(d, t, kd, kd3), dws, acc[t])
 		}
 	}, step{b0, 18}, step{b4, 18}, step{qa.Base, 64}, step{d.Base, 4}, step{b8.Base, 4})
 
