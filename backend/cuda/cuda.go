@@ -334,9 +334,6 @@ func (b *Backend) Weight(name string, typ quant.Type, dims []uint64, data []byte
 	return w, nil
 }
 
-// WeightBytes is the device memory the weights take.
-func (b *Backend) WeightBytes() int64 { return b.weightBytes }
-
 // kvCache is the latent cache: [layer][position][width], float32 or f16.
 type kvCache struct {
 	ptr                      uintptr

@@ -166,21 +166,7 @@ const (
 	attrCCMajor         = 75
 	attrCCMinor         = 76
 	attrSharedOptin     = 97
-	attrL2Size          = 38
 )
-
-// DeviceCount is the number of CUDA devices, 0 when no driver can be loaded.
-func DeviceCount() int {
-	d, err := loadDriver()
-	if err != nil {
-		return 0
-	}
-	var n int32
-	if call(d.cuDeviceGetCount, uintptr(unsafe.Pointer(&n))) != 0 {
-		return 0
-	}
-	return int(n)
-}
 
 // Available reports whether a CUDA device can be used, and why not.
 func Available() error {
