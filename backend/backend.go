@@ -97,6 +97,13 @@ type Backend interface {
 	Cache(layers, positions, width int) (Cache, error)
 	// Read copies a tensor out to host memory (len(dst) = Rows·Cols).
 	Read(t Tensor, dst []float32)
+	// Argmax sets dst[r] to the index of the largest value of row r of t
+	// (len(dst) ≥ Rows), the first on ties, where the values are: greedy
+	// decoding copies back one token id instead of the vocabulary's logits.
+	// NaN is never picked over a number, except that a row whose first
+	// value is NaN gives 0; a row of NaN and -Inf gives 0 (engine.Argmax's
+	// rules, a plain left-to-right scan).
+	Argmax(t Tensor, dst []int32)
 	Ops
 	Close() error
 }
@@ -147,16 +154,4 @@ type Ops interface {
 type Counter interface {
 	// Launches is the number of operations run since the backend started.
 	Launches() uint64
-}
-
-// Argmaxer is implemented by backends that pick the largest value of each
-// row where the values are, so that greedy decoding copies back one token id
-// instead of the vocabulary's logits.
-type Argmaxer interface {
-	// Argmax sets dst[r] to the index of the largest value of row r of t
-	// (len(dst) ≥ Rows), the first on ties, running the pass's pending
-	// work first. NaN is never picked over a number, except that a row
-	// whose first value is NaN gives 0; a row of NaN and -Inf gives 0
-	// (engine.Argmax's rules, a plain left-to-right scan).
-	Argmax(t Tensor, dst []int32)
 }

@@ -2,10 +2,8 @@ package cpu
 
 import "github.com/latent-ai/latent/backend"
 
-var _ backend.Argmaxer = (*CPU)(nil)
-
 // Argmax sets dst[r] to the index of row r's largest value, the first on
-// ties (backend.Argmaxer). The scan starts from the first value and moves
+// ties (backend.Backend.Argmax). The scan starts from the first value and moves
 // only on a strictly larger one, so NaN is never picked over a number and a
 // leading NaN keeps index 0, as engine.Argmax does.
 func (c *CPU) Argmax(t backend.Tensor, dst []int32) {

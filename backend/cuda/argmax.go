@@ -7,10 +7,10 @@ import (
 	"github.com/latent-ai/latent/backend"
 )
 
-var _ backend.Argmaxer = (*Backend)(nil)
+var _ backend.Backend = (*Backend)(nil)
 
 // Argmax sets dst[r] to the index of row r's largest value, the first on
-// ties (backend.Argmaxer; NaN rules in kernels/basic.cu). The argmax kernel
+// ties (backend.Backend.Argmax; NaN rules in kernels/basic.cu). The argmax kernel
 // is recorded with the pass, so a decode step's graph ends with it, and
 // only 4 bytes per row come back.
 func (b *Backend) Argmax(t backend.Tensor, dst []int32) {

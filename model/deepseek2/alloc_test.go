@@ -1,9 +1,12 @@
 package deepseek2_test
 
 import (
+	"bytes"
+	"context"
 	"testing"
 
-	"github.com/latent-ai/latent/backend"
+	"github.com/latent-ai/latent/backend/cpu"
+	"github.com/latent-ai/latent/gguf"
 	"github.com/latent-ai/latent/model/deepseek2"
 	"github.com/latent-ai/latent/synth"
 )
@@ -11,7 +14,21 @@ import (
 // loadSynth synthesizes a preset in memory and loads it on a CPU backend.
 func loadSynth(t testing.TB, preset string, format synth.Format, ctx int) *deepseek2.Model {
 	t.Helper()
-	return loadSynthOn(t, preset, format, ctx, func(be backend.Backend) backend.Backend { return be })
+	var buf bytes.Buffer
+	if _, _, err := synth.Write(context.Background(), &buf, synth.Options{Preset: preset, Format: format, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(preset, buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := cpu.New(2)
+	t.Cleanup(func() { be.Close() })
+	m, err := deepseek2.Load(f, be, ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // A decode step allocates nothing once the first step has sized the

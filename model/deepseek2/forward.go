@@ -70,29 +70,15 @@ func (m *Model) Forward(tokens []int32, all bool) ([]float32, error) {
 }
 
 // ForwardArgmax runs tokens like Forward and returns the index of the last
-// token's largest logit, the first on ties (engine.Argmax's rules). On a
-// backend.Argmaxer the choice is made where the logits are, and only the id
-// comes back (4 bytes from a GPU instead of the vocabulary's logits).
+// token's largest logit, the first on ties (engine.Argmax's rules). The
+// backend makes the choice where the logits are, and only the id comes back
+// (4 bytes from a GPU instead of the vocabulary's logits).
 func (m *Model) ForwardArgmax(tokens []int32) (int32, error) {
-	a, ok := m.be.(backend.Argmaxer)
-	if !ok {
-		x, err := m.Forward(tokens, false)
-		if err != nil {
-			return 0, err
-		}
-		best := 0
-		for i, v := range x {
-			if v > x[best] {
-				best = i
-			}
-		}
-		return int32(best), nil
-	}
 	logits, err := m.pass(tokens, false)
 	if err != nil {
 		return 0, err
 	}
-	a.Argmax(logits, m.best[:])
+	m.be.Argmax(logits, m.best[:])
 	return m.best[0], nil
 }
 

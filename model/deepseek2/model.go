@@ -29,7 +29,7 @@ type Model struct {
 	acts   acts
 	posBuf []int32
 	out    []float32 // the logits Forward returns
-	best   [1]int32  // ForwardArgmax's answer from a backend.Argmaxer
+	best   [1]int32  // ForwardArgmax's answer from the backend
 }
 
 // ErrContextTrained is returned when the context asked for is more than the
