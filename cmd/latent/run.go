@@ -16,7 +16,6 @@ import (
 	"github.com/latent-ai/latent/chat"
 	"github.com/latent-ai/latent/engine"
 	"github.com/latent-ai/latent/gguf"
-	"github.com/latent-ai/latent/hub"
 	"github.com/latent-ai/latent/model"
 	"github.com/latent-ai/latent/tokenizer"
 )
@@ -165,9 +164,7 @@ func runTokens(cmd *cobra.Command, ref string, o *runOptions) error {
 // loadRef resolves a model reference (pulling it on first use, with
 // progress on stderr) and loads it, returning the time the load took.
 func loadRef(cmd *cobra.Command, ref string, opts model.Options) (*model.Loaded, time.Duration, error) {
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
-	defer stop()
-	path, err := hub.Resolve(ctx, ref, hub.Options{Progress: cmd.ErrOrStderr()})
+	path, err := resolveModel(cmd, ref)
 	if err != nil {
 		return nil, 0, err
 	}
