@@ -100,22 +100,25 @@ extern "C" __global__ void prep(float* out, const float* src, i64 rs, i64 segs, 
 #undef VAL
 }
 
+// rope_pair rotates the pair (a, b) by the angle pos·freq, computed in
+// double as the CPU backend does.
+__device__ __forceinline__ void rope_pair(float& a, float& b, int pos, float freq) {
+    double s, c, da = a, db = b;
+    sincos((double)pos * (double)freq, &s, &c);
+    a = (float)(da * c - db * s);
+    b = (float)(da * s + db * c);
+}
+
 // rope rotates adjacent pairs: in every head of width stride, the n values
-// from column off of token t's row, at the pass's position pos[t]. The angle
-// is computed in double, as the CPU backend does.
+// from column off of token t's row, at the pass's position pos[t].
 extern "C" __global__ void rope(float* x, i64 xs, int cols, int stride, int off, int n, const int* pos, const float* freqs) {
     pdl_entry();
     int t = blockIdx.x;
     int half = n / 2, heads = cols / stride;
-    double p = (double)pos[t];
     for (int idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
         int h = idx / half, k = idx % half;
         float* v = x + t * xs + h * stride + off + 2 * k;
-        double s, c;
-        sincos(p * (double)freqs[k], &s, &c);
-        double a = v[0], b = v[1];
-        v[0] = (float)(a * c - b * s);
-        v[1] = (float)(a * s + b * c);
+        rope_pair(v[0], v[1], pos[t], freqs[k]);
     }
 }
 
@@ -152,10 +155,7 @@ extern "C" __global__ void kv_finish(cache_t* layer, float* kv, i64 ks, const in
         float* v = x + KV_LORA + 2 * k;
         float a = v[0], b = v[1];
         if (freqs) {
-            double s, c, da = a, db = b;
-            sincos((double)pos[t] * (double)freqs[k], &s, &c);
-            a = (float)(da * c - db * s);
-            b = (float)(da * s + db * c);
+            rope_pair(a, b, pos[t], freqs[k]);
             v[0] = a;
             v[1] = b;
         }
@@ -187,12 +187,7 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attn_partial(float*
     for (int k = threadIdx.x; k < rope / 2; k += blockDim.x) {
         const float* v = q + t * qs + h * (nope + rope) + nope + 2 * k;
         float a = v[0], b = v[1];
-        if (freqs) {
-            double sn, cs, da = a, db = b;
-            sincos((double)pos[t] * (double)freqs[k], &sn, &cs);
-            a = (float)(da * cs - db * sn);
-            b = (float)(da * sn + db * cs);
-        }
+        if (freqs) rope_pair(a, b, pos[t], freqs[k]);
         qsh[KV_LORA + 2 * k] = a;
         qsh[KV_LORA + 2 * k + 1] = b;
     }
