@@ -249,6 +249,17 @@ __device__ __forceinline__ void kscales8(const int4& h, int* sc, int* m) {
     }
 }
 
+// kfinish scales a Q4_K or Q5_K block's integer sums: d·aux − dmin·Σ m·(the
+// 8-bit blocks' sums), d and dmin (times the input's scale da) from the
+// header word hx.
+__device__ __forceinline__ float kfinish(int hx, float da, int aux, const int* m, const int* bs) {
+    int summ = 0;
+#pragma unroll
+    for (int j = 0; j < 8; j++) summ += m[j] * (bs[2 * j] + bs[2 * j + 1]);
+    float d = h2f((u16)(hx & 0xffff)) * da, dmin = h2f((u16)((u32)hx >> 16)) * da;
+    return d * (float)aux - dmin * (float)summ;
+}
+
 template <> struct QT<T_Q4_K> {
     static constexpr int STRIDE = 144;  // bytes between blocks' quants in a row
     static constexpr int QB = 256, RPW = 4;
@@ -282,11 +293,7 @@ template <> struct QT<T_Q4_K> {
             hi = dp4a((q1.w >> 4) & 0x0F0F0F0F, h1.w, hi);
             aux += sc[2 * c] * lo + sc[2 * c + 1] * hi;
         }
-        int summ = 0;
-#pragma unroll
-        for (int j = 0; j < 8; j++) summ += m[j] * (bs[2 * j] + bs[2 * j + 1]);
-        float d = h2f((u16)(h.x & 0xffff)) * da, dmin = h2f((u16)((u32)h.x >> 16)) * da;
-        return d * (float)aux - dmin * (float)summ;
+        return kfinish(h.x, da, aux, m, bs);
     }
 };
 
@@ -319,11 +326,7 @@ template <> struct QT<T_Q5_K> {
             }
             aux += sc[2 * c] * lo + sc[2 * c + 1] * hi;
         }
-        int summ = 0;
-#pragma unroll
-        for (int j = 0; j < 8; j++) summ += m[j] * (bs[2 * j] + bs[2 * j + 1]);
-        float d = h2f((u16)(h.x & 0xffff)) * da, dmin = h2f((u16)((u32)h.x >> 16)) * da;
-        return d * (float)aux - dmin * (float)summ;
+        return kfinish(h.x, da, aux, m, bs);
     }
 };
 
