@@ -179,26 +179,26 @@ template <> __device__ __forceinline__ float deq<T_Q3_K>(const u8* row, i64 i, i
     int set = (b[16 * g + j] >> (4 * h + s)) & 1;
     return dl * (float)(q - (set ? 0 : 4));
 }
+// kdeq is value q of sub-block is of a Q4_K or Q5_K block b: d·scale·q −
+// dmin·min, rounded as ggml does.
+__device__ __forceinline__ float kdeq(const u8* b, int is, int q) {
+    int sc, m;
+    kscale(b + 4, is, sc, m);
+    float ds = __fmul_rn(h2f(rd16(b)), (float)sc), dm = __fmul_rn(h2f(rd16(b + 2)), (float)m);
+    return __fsub_rn(__fmul_rn(ds, (float)q), dm);
+}
 template <> __device__ __forceinline__ float deq<T_Q4_K>(const u8* row, i64 i, i64 K) {
     const u8* b = row + (i >> 8) * 144;
     int r = i & 255, c = r >> 6, sub = (r >> 5) & 1, j = r & 31;
-    int sc, m;
-    kscale(b + 4, 2 * c + sub, sc, m);
     int v = b[16 + 32 * c + j];
-    int q = sub ? (v >> 4) : (v & 15);
-    float ds = __fmul_rn(h2f(rd16(b)), (float)sc), dm = __fmul_rn(h2f(rd16(b + 2)), (float)m);
-    return __fsub_rn(__fmul_rn(ds, (float)q), dm);
+    return kdeq(b, 2 * c + sub, sub ? (v >> 4) : (v & 15));
 }
 template <> __device__ __forceinline__ float deq<T_Q5_K>(const u8* row, i64 i, i64 K) {
     const u8* b = row + (i >> 8) * 176;
     int r = i & 255, c = r >> 6, sub = (r >> 5) & 1, j = r & 31;
-    int sc, m;
-    kscale(b + 4, 2 * c + sub, sc, m);
     int v = b[48 + 32 * c + j];
     int hb = (b[16 + j] >> (2 * c + sub)) & 1;
-    int q = (sub ? (v >> 4) : (v & 15)) | (hb << 4);
-    float ds = __fmul_rn(h2f(rd16(b)), (float)sc), dm = __fmul_rn(h2f(rd16(b + 2)), (float)m);
-    return __fsub_rn(__fmul_rn(ds, (float)q), dm);
+    return kdeq(b, 2 * c + sub, (sub ? (v >> 4) : (v & 15)) | (hb << 4));
 }
 template <> __device__ __forceinline__ float deq<T_Q6_K>(const u8* row, i64 i, i64 K) {
     const u8* b = row + (i >> 8) * 210;
