@@ -153,6 +153,7 @@ type weight struct {
 	data     []byte
 	rowBytes int       // bytes of one row of dims[0] values
 	f32      []float32 // the values when typ is F32, or a decoded 1-D vector
+	packed   []byte    // data repacked by its kernel's pack8, when it has one
 }
 
 func (w *weight) Name() string     { return w.name }
@@ -180,6 +181,9 @@ func (c *CPU) Weight(name string, typ quant.Type, dims []uint64, data []byte) (b
 	n := int(dims[0]) * w.rows()
 	if len(data) != n/typ.BlockSize()*typ.TypeSize() {
 		return nil, fmt.Errorf("%s: %d bytes of data for %d %s weights", name, len(data), n, typ)
+	}
+	if k := kernels[typ]; k.pack8 != nil && len(dims) > 1 && w.rows()%8 == 0 {
+		w.packed = k.pack8(data, w.rowBytes)
 	}
 	switch {
 	case typ == quant.F32 && uintptr(unsafe.Pointer(unsafe.SliceData(data)))%4 == 0:

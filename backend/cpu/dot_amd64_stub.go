@@ -24,15 +24,15 @@ func dotQ4_0r4x1AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb i
 //go:noescape
 func dotQ4_0r4x4AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)
 
-// dotQ4_0r8x1AVX2 writes out[r], the dot products of Q4_0 rows r = 0..7 (wstride bytes apart, nb blocks) with one token's Q8_0 activations (qs, d and b8).
+// dotQ4_0p8x1AVX2 writes out[r], the dot products of Q4_0 rows r = 0..7 (packed, nb blocks) with one token's Q8_0 activations (qs, d and b8).
 //
 //go:noescape
-func dotQ4_0r8x1AVX2(w *byte, wstride int, qs *int8, d *float32, b8 *int32, nb int, out *float32)
+func dotQ4_0p8x1AVX2(w *byte, qs *int8, d *float32, b8 *int32, nb int, out *float32)
 
-// dotQ4_0r8x4AVX2 writes out[8t+r], the dot products of Q4_0 rows r = 0..7 (wstride bytes apart, nb blocks) with tokens t < 4: doubled Q8_0 activations ka bytes apart in qa, scales and b8 kd bytes apart.
+// dotQ4_0p8x4AVX2 writes out[8t+r], the dot products of Q4_0 rows r = 0..7 (packed, nb blocks) with tokens t < 4: Q8_0 activations k bytes apart in qs, k/8 in d and b8.
 //
 //go:noescape
-func dotQ4_0r8x4AVX2(w *byte, wstride int, qa *int8, d *float32, b8 *int32, nb int, ka int, kd int, out *float32)
+func dotQ4_0p8x4AVX2(w *byte, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)
 
 // dotF32VecAVX2 is Σ x[i]·y[i] over n (a multiple of 32) values in ggml_vec_dot_f32's order.
 //

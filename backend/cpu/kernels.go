@@ -35,19 +35,22 @@ type rowsKernel func(w []byte, rowBytes int, a arow, out *[16]float32)
 type tileKernel func(w []byte, rowBytes int, a *acts, t int, out *[16]float32)
 
 // kernel is what a weight type's matmul runs; all but one may be nil.
-// rows8 is rowsKernel for eight rows (out[r], r < 8), tile8 eight rows by
-// tokens t..t+3 (out[8i+r]).
+// pack8 repacks a matrix whose rows are a multiple of eight at load, and
+// rows8 and tile8 read groups of eight rows in its layout: rows8 is
+// rowsKernel for eight rows (out[r], r < 8), tile8 eight rows by tokens
+// t..t+3 (out[8i+r]).
 type kernel struct {
 	one   dotKernel
 	four  quadKernel
 	rows4 rowsKernel
 	tile  tileKernel
+	pack8 func(data []byte, rowBytes int) []byte
 	rows8 rowsKernel
 	tile8 tile8Kernel
 }
 
-// tile8Kernel is dotKernel for eight weight rows (rowBytes apart) by tokens
-// t..t+3: out[8i+r] is row r times token t+i.
+// tile8Kernel is dotKernel for eight packed weight rows by tokens t..t+3:
+// out[8i+r] is row r times token t+i.
 type tile8Kernel func(w []byte, rowBytes int, a *acts, t int, out *[32]float32)
 
 func f16(b []byte) float32 { return quant.F16ToF32(binary.LittleEndian.Uint16(b)) }

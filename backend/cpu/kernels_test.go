@@ -59,11 +59,31 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 			if typ == quant.Q8_0 { // the most negative int8, which VPABSB must handle
 				w[2], w[len(w)-1] = 0x80, 0x80
 			}
+			if typ == quant.Q4_0 { // row 1 all 15s: the largest block sums
+				for b := rb; b < 2*rb; b += 18 {
+					for i := b + 2; i < b+18; i++ {
+						w[i] = 0xff
+					}
+				}
+			}
 			deq := make([]float32, R*n)
 			if err := quant.Dequantize(typ, w, deq); err != nil {
 				t.Fatal(err)
 			}
 			a := randomActs(r, typ, T, n)
+			if typ == quant.Q4_0 {
+				// Tokens 0 and 1 at the int8 extremes: with row 1, the
+				// largest sums the packed kernels' int16 lanes must hold.
+				for tk, v := range []int8{127, -127} {
+					row := a.row(tk)
+					for i := range row.qs {
+						row.qs[i] = v
+					}
+					for b := range row.b8 {
+						row.b8[b] = 8 * 32 * int32(v)
+					}
+				}
+			}
 			rounded := make([]float32, T*n)
 			for tk := 0; tk < T; tk++ {
 				row := a.row(tk)
@@ -97,6 +117,10 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 					}
 				}
 			}
+			packed := w
+			if k.pack8 != nil {
+				packed = k.pack8(w, rb)
+			}
 			var out [16]float32
 			for tk := 0; k.rows4 != nil && tk < T; tk++ {
 				k.rows4(w, rb, a.row(tk), &out)
@@ -107,7 +131,7 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 				}
 			}
 			for tk := 0; k.rows8 != nil && tk < T; tk++ {
-				k.rows8(w, rb, a.row(tk), &out)
+				k.rows8(packed, rb, a.row(tk), &out)
 				for ri := 0; ri < 8; ri++ {
 					if g := gen.one(w[ri*rb:(ri+1)*rb], a.row(tk)); out[ri] != g {
 						t.Errorf("%s n=%d row %d token %d: eight-row kernel %g, Go kernel %g", typ, n, ri, tk, out[ri], g)
@@ -116,9 +140,9 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 			}
 			if k.tile8 != nil {
 				var out8 [32]float32
-				k.tile8(w, rb, a, 1, &out8)
+				k.tile8(packed, rb, a, 0, &out8)
 				for i, v := range out8 {
-					tk, ri := 1+i/8, i%8
+					tk, ri := i/8, i%8
 					if g := gen.one(w[ri*rb:(ri+1)*rb], a.row(tk)); v != g {
 						t.Errorf("%s n=%d row %d token %d: 8×4 tile kernel %g, Go kernel %g", typ, n, ri, tk, v, g)
 					}

@@ -20,7 +20,6 @@ type acts struct {
 	d     []float32
 	bsums []int16
 	b8    []int32   // Q8_0: 8× the sum of each block
-	dup   []int8    // Q8_0 for Q4_0 batches of four or more: per block values 0..15 twice, then 16..31 twice
 	f     []float32 // rows × k, when the float path runs
 	rs    []arow    // row(t), cut once per batch
 }
@@ -60,18 +59,6 @@ func (a *acts) prepare(s *tensor, off, k int, typ quant.Type, integer bool) {
 		for t := 0; t < T; t++ {
 			x := s.data[t*s.stride+off : t*s.stride+off+k]
 			quantRowQ8_0(x, a.qs[t*k:(t+1)*k], a.d[t*nb:(t+1)*nb], a.b8[t*nb:(t+1)*nb])
-		}
-		if typ == quant.Q4_0 && T >= 4 {
-			// The 8×4 tile reads each half block broadcast to both
-			// halves of a register, straight from memory.
-			a.dup = grow(a.dup, 2*T*k)
-			for i := 0; i < T*k; i += 32 {
-				q, o := a.qs[i:i+32], a.dup[2*i:2*i+64]
-				copy(o[0:16], q[0:16])
-				copy(o[16:32], q[0:16])
-				copy(o[32:48], q[16:32])
-				copy(o[48:64], q[16:32])
-			}
 		}
 	case actQ8K:
 		a.blocks = k / quant.QK_K
@@ -141,12 +128,12 @@ type mmJob struct {
 func (j *mmJob) do(lo, hi, worker int) {
 	w, a := j.w, j.a
 	rb := w.rowBytes
-	if j.kern.rows8 != nil {
-		// Eight rows at a time, by four tokens while there are four.
+	if w.packed != nil && j.rowOff%8 == 0 {
+		// Eight packed rows at a time, by four tokens while there are four.
 		out := &j.c.tiles8[worker]
 		for ; lo+8 <= hi; lo += 8 {
 			r := j.rowOff + lo
-			rows := w.data[r*rb : (r+8)*rb]
+			rows := w.packed[r*rb : (r+8)*rb]
 			t := 0
 			for ; t+4 <= a.rows; t += 4 {
 				j.kern.tile8(rows, rb, a, t, out)
@@ -242,7 +229,7 @@ func (c *CPU) matmul(d *tensor, dstOff, out int, w *weight, rowOff int, s *tenso
 	}
 	c.mm = mmJob{c: c, d: d, dstOff: dstOff, w: w, rowOff: rowOff, a: &c.act, kern: kern, accumulate: accumulate}
 	align := 4
-	if kern.rows8 != nil {
+	if w.packed != nil {
 		align = 8
 	}
 	c.pool.run(out, split(out, c.pool.n, align), &c.mm)

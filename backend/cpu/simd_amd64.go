@@ -19,7 +19,7 @@ func addSIMDKernels(ks map[quant.Type]kernel) string {
 	if !hasAVX2 {
 		return "generic"
 	}
-	ks[quant.Q4_0] = kernel{one: dotQ4_0Go, rows4: dotQ4_0Rows4, tile: dotQ4_0Tile, rows8: dotQ4_0Rows8, tile8: dotQ4_0Tile8}
+	ks[quant.Q4_0] = kernel{one: dotQ4_0Go, rows4: dotQ4_0Rows4, tile: dotQ4_0Tile, pack8: packQ4_0x8, rows8: dotQ4_0Packed8, tile8: dotQ4_0PackedTile8}
 	ks[quant.Q8_0] = kernel{one: dotQ8_0AVX2, four: dotQ8_0x4}
 	return "avx2"
 }
@@ -53,17 +53,40 @@ func dotQ4_0Tile(w []byte, rowBytes int, a *acts, t int, out *[16]float32) {
 	dotQ4_0r4x4AVX2(&w[0], rowBytes, &r.qs[0], &r.d[0], &r.b8[0], len(r.d), a.k, &out[0])
 }
 
-func dotQ4_0Rows8(w []byte, rowBytes int, a arow, out *[16]float32) {
-	_ = w[7*rowBytes+18*len(a.d)-1]
-	dotQ4_0r8x1AVX2(&w[0], rowBytes, &a.qs[0], &a.d[0], &a.b8[0], len(a.d), &out[0])
+// packQ4_0x8 repacks Q4_0 rows (a multiple of eight, rowBytes each) for
+// the eight-row kernels: per group of eight rows and per block, the eight
+// f16 scales, then four 32-byte chunks, chunk j holding bytes 4j..4j+3 of
+// each row's nibbles (row r at 4r). A group keeps its rows' offset and size
+// in the matrix (8·rowBytes bytes), and the kernels read it as one stream.
+func packQ4_0x8(data []byte, rowBytes int) []byte {
+	const bs = 18 // bytes of a Q4_0 block: f16 scale, 16 nibble bytes
+	p := make([]byte, len(data))
+	nb := rowBytes / bs
+	for g := 0; g < len(data); g += 8 * rowBytes {
+		for b := 0; b < nb; b++ {
+			dst := p[g+b*8*bs : g+(b+1)*8*bs]
+			for r := 0; r < 8; r++ {
+				src := data[g+r*rowBytes+b*bs : g+r*rowBytes+(b+1)*bs]
+				copy(dst[2*r:2*r+2], src[:2])
+				for j := 0; j < 4; j++ {
+					copy(dst[16+32*j+4*r:16+32*j+4*r+4], src[2+4*j:6+4*j])
+				}
+			}
+		}
+	}
+	return p
 }
 
-func dotQ4_0Tile8(w []byte, rowBytes int, a *acts, t int, out *[32]float32) {
+func dotQ4_0Packed8(w []byte, rowBytes int, a arow, out *[16]float32) {
+	_ = w[8*18*len(a.d)-1]
+	dotQ4_0p8x1AVX2(&w[0], &a.qs[0], &a.d[0], &a.b8[0], len(a.d), &out[0])
+}
+
+func dotQ4_0PackedTile8(w []byte, rowBytes int, a *acts, t int, out *[32]float32) {
 	r := &a.rs[t]
 	_ = a.rs[t+3]
-	_ = a.dup[(t+4)*2*a.k-1]
-	_ = w[7*rowBytes+18*len(r.d)-1]
-	dotQ4_0r8x4AVX2(&w[0], rowBytes, &a.dup[t*2*a.k], &r.d[0], &r.b8[0], len(r.d), 2*a.k, 4*a.blocks, &out[0])
+	_ = w[8*18*len(r.d)-1]
+	dotQ4_0p8x4AVX2(&w[0], &r.qs[0], &r.d[0], &r.b8[0], len(r.d), a.k, &out[0])
 }
 
 // simdVecOps returns the AVX2 forms of dotF32VecGo and fmaAxpyGo, or nils.
