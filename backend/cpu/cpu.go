@@ -183,7 +183,9 @@ func (c *CPU) Weight(name string, typ quant.Type, dims []uint64, data []byte) (b
 		return nil, fmt.Errorf("%s: %d bytes of data for %d %s weights", name, len(data), n, typ)
 	}
 	if k := kernels[typ]; k.pack8 != nil && len(dims) > 1 && w.rows()%8 == 0 {
-		w.packed = k.pack8(data, w.rowBytes)
+		w.packed = make([]byte, len(data))
+		g := 8 * w.rowBytes
+		c.pool.run(len(data)/g, 1, &packJob{dst: w.packed, src: data, group: g, pack: k.pack8})
 	}
 	switch {
 	case typ == quant.F32 && uintptr(unsafe.Pointer(unsafe.SliceData(data)))%4 == 0:
@@ -195,6 +197,17 @@ func (c *CPU) Weight(name string, typ quant.Type, dims []uint64, data []byte) (b
 		}
 	}
 	return w, nil
+}
+
+// packJob runs a kernel's pack8 over groups of eight rows (group bytes each).
+type packJob struct {
+	dst, src []byte
+	group    int
+	pack     func(dst, src []byte, rowBytes int)
+}
+
+func (j *packJob) do(lo, hi, _ int) {
+	j.pack(j.dst[lo*j.group:hi*j.group], j.src[lo*j.group:hi*j.group], j.group/8)
 }
 
 // cache holds the latent rows in float32: [layer][position][width].

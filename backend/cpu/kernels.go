@@ -35,8 +35,8 @@ type rowsKernel func(w []byte, rowBytes int, a arow, out *[16]float32)
 type tileKernel func(w []byte, rowBytes int, a *acts, t int, out *[16]float32)
 
 // kernel is what a weight type's matmul runs; all but one may be nil.
-// pack8 repacks a matrix whose rows are a multiple of eight at load, and
-// rows8 and tile8 read groups of eight rows in its layout: rows8 is
+// pack8 repacks groups of eight rows at load (src to dst, the same size),
+// and rows8 and tile8 read groups in its layout: rows8 is
 // rowsKernel for eight rows (out[r], r < 8), tile8 eight rows by tokens
 // t..t+3 (out[8i+r]).
 type kernel struct {
@@ -44,7 +44,7 @@ type kernel struct {
 	four  quadKernel
 	rows4 rowsKernel
 	tile  tileKernel
-	pack8 func(data []byte, rowBytes int) []byte
+	pack8 func(dst, src []byte, rowBytes int)
 	rows8 rowsKernel
 	tile8 tile8Kernel
 }

@@ -119,7 +119,8 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 			}
 			packed := w
 			if k.pack8 != nil {
-				packed = k.pack8(w, rb)
+				packed = make([]byte, len(w))
+				k.pack8(packed, w, rb)
 			}
 			var out [16]float32
 			for tk := 0; k.rows4 != nil && tk < T; tk++ {

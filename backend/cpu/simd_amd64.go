@@ -3,6 +3,8 @@ package cpu
 //go:generate go run ./asm -out dot_amd64.s -stubs dot_amd64_stub.go -pkg cpu
 
 import (
+	"encoding/binary"
+
 	"golang.org/x/sys/cpu"
 
 	"github.com/latent-ai/latent/quant"
@@ -53,28 +55,26 @@ func dotQ4_0Tile(w []byte, rowBytes int, a *acts, t int, out *[16]float32) {
 	dotQ4_0r4x4AVX2(&w[0], rowBytes, &r.qs[0], &r.d[0], &r.b8[0], len(r.d), a.k, &out[0])
 }
 
-// packQ4_0x8 repacks Q4_0 rows (a multiple of eight, rowBytes each) for
-// the eight-row kernels: per group of eight rows and per block, the eight
-// f16 scales, then four 32-byte chunks, chunk j holding bytes 4j..4j+3 of
-// each row's nibbles (row r at 4r). A group keeps its rows' offset and size
-// in the matrix (8·rowBytes bytes), and the kernels read it as one stream.
-func packQ4_0x8(data []byte, rowBytes int) []byte {
+// packQ4_0x8 repacks groups of eight Q4_0 rows (rowBytes each) from src
+// into dst for the eight-row kernels: per block, the eight f16 scales, then
+// four 32-byte chunks, chunk j holding bytes 4j..4j+3 of each row's nibbles
+// (row r at 4r). A group keeps its rows' offset and size in the matrix
+// (8·rowBytes bytes), and the kernels read it as one stream.
+func packQ4_0x8(dst, src []byte, rowBytes int) {
 	const bs = 18 // bytes of a Q4_0 block: f16 scale, 16 nibble bytes
-	p := make([]byte, len(data))
-	nb := rowBytes / bs
-	for g := 0; g < len(data); g += 8 * rowBytes {
-		for b := 0; b < nb; b++ {
-			dst := p[g+b*8*bs : g+(b+1)*8*bs]
+	le := binary.LittleEndian
+	for g := 0; g+8*rowBytes <= len(src); g += 8 * rowBytes {
+		for b := 0; b < rowBytes/bs; b++ {
+			o := dst[g+b*8*bs : g+(b+1)*8*bs]
 			for r := 0; r < 8; r++ {
-				src := data[g+r*rowBytes+b*bs : g+r*rowBytes+(b+1)*bs]
-				copy(dst[2*r:2*r+2], src[:2])
+				in := src[g+r*rowBytes+b*bs : g+r*rowBytes+(b+1)*bs]
+				le.PutUint16(o[2*r:], le.Uint16(in))
 				for j := 0; j < 4; j++ {
-					copy(dst[16+32*j+4*r:16+32*j+4*r+4], src[2+4*j:6+4*j])
+					le.PutUint32(o[16+32*j+4*r:], le.Uint32(in[2+4*j:]))
 				}
 			}
 		}
 	}
-	return p
 }
 
 func dotQ4_0Packed8(w []byte, rowBytes int, a arow, out *[16]float32) {
