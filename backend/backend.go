@@ -104,9 +104,29 @@ type Backend interface {
 	// value is NaN gives 0; a row of NaN and -Inf gives 0 (engine.Argmax's
 	// rules, a plain left-to-right scan).
 	Argmax(t Tensor, dst []int32)
+	// ArgmaxAsync is Argmax of t's one row (Rows = 1) without waiting for
+	// it: the pass is queued and returns at once, and the answer comes back
+	// through Wait. The answer also stays where the backend keeps the next
+	// pass's token, for BeginNext: a greedy decode queues step N+1 before
+	// the host has seen step N's token, so a GPU never waits for the host.
+	// Every Pending is waited for; at most MaxPending are unanswered at once.
+	ArgmaxAsync(t Tensor) Pending
+	// BeginNext is Begin of one token at position pos whose id is the
+	// answer of the last pass, which ended in ArgmaxAsync; it may not be
+	// known to the host yet.
+	BeginNext(pos int32)
 	Ops
 	Close() error
 }
+
+// Pending is an ArgmaxAsync answer that may not be computed yet.
+type Pending interface {
+	// Wait blocks until the answer is known and returns it; call it once.
+	Wait() int32
+}
+
+// MaxPending bounds the ArgmaxAsync answers not yet waited for.
+const MaxPending = 16
 
 // Ops are the fused operations a forward pass is made of. Unless said
 // otherwise dst and the sources have the same number of rows, one per token.

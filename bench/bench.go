@@ -102,21 +102,15 @@ func Run(m engine.Model, be backend.Backend, modelName string, o Options) ([]Res
 			}
 			pre = append(pre, float64(o.Prefill)/time.Since(start).Seconds())
 
-			// Greedy decode; a model that picks the argmax where the logits
-			// are copies back only the token, as generation does.
+			// Greedy decode, as generation does it: a model that picks the
+			// argmax where the logits are copies back only the token, and a
+			// pipelined one queues each step before the host has read the
+			// token it decodes.
 			next := []int32{engine.Argmax(logits)}
-			g, fast := m.(engine.Greedy)
 			launches := count(be)
 			start = time.Now()
-			for i := 0; i < o.Decode; i++ {
-				if fast {
-					next[0], err = g.ForwardArgmax(next)
-				} else if logits, err = m.Forward(next, false); err == nil {
-					next[0] = engine.Argmax(logits)
-				}
-				if err != nil {
-					return nil, fmt.Errorf("bench: decode step %d: %w", i, err)
-				}
+			if err := decode(m, next, o.Decode); err != nil {
+				return nil, err
 			}
 			dec = append(dec, float64(o.Decode)/time.Since(start).Seconds())
 			kern = append(kern, float64(count(be)-launches)/float64(o.Decode))
@@ -131,6 +125,40 @@ func Run(m engine.Model, be backend.Backend, modelName string, o Options) ([]Res
 		out = append(out, res)
 	}
 	return out, nil
+}
+
+// decode runs n greedy decode steps from first.
+func decode(m engine.Model, first []int32, n int) error {
+	if p, ok := m.(engine.Pipelined); ok {
+		q, err := p.StartArgmax(first)
+		for i := 1; i < n && err == nil; i++ {
+			var ahead backend.Pending
+			if ahead, err = p.StartArgmax(nil); err == nil {
+				q.Wait()
+				q = ahead
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("bench: decode: %w", err)
+		}
+		q.Wait()
+		return nil
+	}
+	g, fast := m.(engine.Greedy)
+	next := first
+	for i := 0; i < n; i++ {
+		var err error
+		var logits []float32
+		if fast {
+			next[0], err = g.ForwardArgmax(next)
+		} else if logits, err = m.Forward(next, false); err == nil {
+			next[0] = engine.Argmax(logits)
+		}
+		if err != nil {
+			return fmt.Errorf("bench: decode step %d: %w", i, err)
+		}
+	}
+	return nil
 }
 
 func count(be backend.Backend) uint64 {

@@ -2,6 +2,8 @@
 // sampling, stopping, and the streaming API the CLI and the server share.
 package engine
 
+import "github.com/latent-ai/latent/backend"
+
 // Model is what the engine needs of a network: a batched forward pass over
 // the next positions of one sequence, and control of its cache.
 type Model interface {
@@ -23,4 +25,20 @@ type Greedy interface {
 	// ForwardArgmax runs tokens like Forward and returns the index of the
 	// last token's largest logit, the first on ties (Argmax's rules).
 	ForwardArgmax(tokens []int32) (int32, error)
+}
+
+// Pipelined is a Greedy model that can queue a pass before the host knows
+// its token. Generate uses it for plain greedy decoding: it queues the pass
+// over token N, then checks token N for the end of the output, then waits
+// for token N+1; a queued pass that turns out not to be needed is waited
+// for and cut off the cache (Truncate), so the output and the cache are
+// those of one ForwardArgmax after another.
+type Pipelined interface {
+	Greedy
+	// StartArgmax is ForwardArgmax returning once the pass is queued; the
+	// answer comes from Wait. With tokens nil the pass is over one token,
+	// the answer of the previous pass (a StartArgmax), wherever it is.
+	StartArgmax(tokens []int32) (backend.Pending, error)
+	// Truncate keeps only the first n cached positions.
+	Truncate(n int)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/latent-ai/latent/backend"
 )
 
 // Why a generation ended (Result.StopReason).
@@ -124,19 +126,43 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 	} else if cached == 0 {
 		m.Reset()
 	}
-	// Plain greedy decoding asks a Greedy model for the argmax only.
+	// Plain greedy decoding asks a Greedy model for the argmax only; a
+	// Pipelined one queues the pass over each token before the token is
+	// looked at (ahead), so the device never waits for the host's checks.
 	g, fast := m.(Greedy)
 	fast = fast && req.Sampler.PlainGreedy()
+	pipe, _ := m.(Pipelined)
+	if !fast {
+		pipe = nil
+	}
 	var logits []float32
 	var tok int32
+	var ahead backend.Pending // the pass over tok, queued before tok was looked at
 	forward := func(toks []int32) (err error) {
-		if fast {
+		switch {
+		case ahead != nil: // toks is tok, already on its way
+			tok, ahead = ahead.Wait(), nil
+		case pipe != nil:
+			var p backend.Pending
+			if p, err = pipe.StartArgmax(toks); err == nil {
+				tok = p.Wait()
+			}
+		case fast:
 			tok, err = g.ForwardArgmax(toks)
-		} else {
+		default:
 			logits, err = m.Forward(toks, false)
 		}
 		return err
 	}
+	// discard drops a queued pass whose token turned out to end the output.
+	discard := func() {
+		if ahead != nil {
+			ahead.Wait()
+			ahead = nil
+			pipe.Truncate(m.Position() - 1)
+		}
+	}
+	defer discard()
 	if err := forward(req.Prompt[cached:]); err != nil {
 		return nil, nil, fmt.Errorf("prefill of %d tokens: %w", len(req.Prompt)-cached, err)
 	}
@@ -149,6 +175,7 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 		return nil
 	}
 	finish := func(reason string) (*Result, []int32, error) {
+		discard()
 		res.StopReason = reason
 		if res.Generated == 0 {
 			res.PrefillDuration = time.Since(start)
@@ -169,6 +196,12 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 		if res.Generated++; res.Generated == 1 {
 			res.PrefillDuration = time.Since(start)
 			start = time.Now()
+		}
+		if pipe != nil && (req.MaxTokens <= 0 || res.Generated < req.MaxTokens) && m.Position() < C {
+			var err error
+			if ahead, err = pipe.StartArgmax(nil); err != nil {
+				return nil, nil, fmt.Errorf("decode step %d: %w", res.Generated, err)
+			}
 		}
 
 		if slices.Contains(req.EOG, tok) {
@@ -196,7 +229,7 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 			}
 			return finish(StopLength)
 		}
-		if m.Position() >= C {
+		if m.Position()-b2i(ahead != nil) >= C { // the queued pass is not counted
 			if err := emitAll(held); err != nil {
 				return nil, nil, err
 			}
@@ -259,4 +292,11 @@ func partialStop(stops [][]int32, held []int32) int {
 		}
 	}
 	return n
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

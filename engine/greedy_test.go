@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/latent-ai/latent/backend"
 	"github.com/latent-ai/latent/engine"
 	"github.com/latent-ai/latent/model"
 	"github.com/latent-ai/latent/model/deepseek2"
@@ -17,7 +18,7 @@ type slowModel struct{ *deepseek2.Model }
 
 func (slowModel) ForwardArgmax() {} // a different signature: not an engine.Greedy
 
-// fastModel counts the argmax-only passes.
+// fastModel counts the argmax-only passes, waited for or queued.
 type fastModel struct {
 	*deepseek2.Model
 	argmaxes int
@@ -26,6 +27,11 @@ type fastModel struct {
 func (f *fastModel) ForwardArgmax(tokens []int32) (int32, error) {
 	f.argmaxes++
 	return f.Model.ForwardArgmax(tokens)
+}
+
+func (f *fastModel) StartArgmax(tokens []int32) (backend.Pending, error) {
+	f.argmaxes++
+	return f.Model.StartArgmax(tokens)
 }
 
 // Greedy generation on golden models gives the same tokens through the

@@ -52,6 +52,13 @@ type Backend struct {
 	staging      uintptr // pinned host memory
 	stagingCap   int
 	stagePending bool
+	fromDevice   bool     // BeginNext: the token is the last answer, already in tokDev
+	chained      bool     // tokDev's first token is the last ArgmaxAsync answer
+	one          [2]int32 // BeginNext's token and position
+	slotPage     uintptr  // pinned words of the ArgmaxAsync slots
+	slots        []*slot
+	freeSlots    []*slot
+	unanswered   int // ArgmaxAsync passes not waited for
 	launches     []launch
 	args         []uint64
 	ptrs         []uintptr
@@ -226,6 +233,7 @@ func (b *Backend) Close() error {
 		if b.staging != 0 {
 			call(d.cuMemFreeHost, b.staging)
 		}
+		b.freeSlotPage()
 		if b.kernels != nil {
 			for _, m := range b.kernels.modules {
 				call(d.cuModuleUnload, m)
@@ -491,6 +499,7 @@ func (b *Backend) Begin(tokens, pos []int32) {
 	b.tokens = append(b.tokens[:0], tokens...)
 	b.pos = append(b.pos[:0], pos...)
 	b.maxPos = 0
+	b.fromDevice = false
 	for _, p := range pos {
 		b.maxPos = max(b.maxPos, int(p))
 	}
@@ -499,8 +508,10 @@ func (b *Backend) Begin(tokens, pos []int32) {
 	}
 	if b.T > b.tokCap {
 		var err error
+		b.chained = false
 		b.run(func() {
 			if b.tokDev != 0 {
+				call(b.d.cuStreamSynchronize, b.stream) // queued passes read it
 				call(b.d.cuMemFree, b.tokDev)
 			}
 			b.tokCap = max(b.T, 64)

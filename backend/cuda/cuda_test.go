@@ -1,11 +1,13 @@
 package cuda_test
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -454,6 +456,61 @@ func TestForwardArgmaxGPU(t *testing.T) {
 					t.Fatalf("step %d (%d tokens at %d): device argmax %d, host %d", step, len(toks), at, got, want)
 				}
 				toks = []int32{got}
+			}
+		})
+	}
+}
+
+// Pipelined greedy generation on the GPU (each step queued with its token
+// still in device memory, the stop checks one step behind) gives the tokens
+// of reading every step's logits back and picking on the host, and stops
+// where they say, with the cache cut back to what was output.
+func TestPipelinedGreedyGPU(t *testing.T) {
+	needGPU(t)
+	dir := goldenDir(t)
+	files, _ := filepath.Glob(filepath.Join(dir, "models", "*.gguf"))
+	if len(files) == 0 {
+		t.Fatalf("no golden models under %s", dir)
+	}
+	prompt := []int32{1, 17, 42, 99, 7, 3}
+	const n = 32
+	for _, path := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".gguf"), func(t *testing.T) {
+			lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lm.Close()
+			m := lm.Model
+			var want []int32
+			toks := prompt
+			for len(want) < n {
+				logits, err := m.Forward(toks, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, engine.Argmax(logits))
+				toks = want[len(want)-1:]
+			}
+			for _, eos := range []int{n, 11} {
+				req := engine.Request{Prompt: prompt, MaxTokens: n}
+				if eos < n {
+					req.EOG = []int32{want[eos]}
+					eos = slices.Index(want, want[eos])
+				}
+				var got []int32
+				if _, err := engine.Generate(context.Background(), m, req, func(tk engine.Token) error {
+					got = append(got, tk.ID)
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(got, want[:eos]) {
+					t.Errorf("pipelined %v, host %v", got, want[:eos])
+				}
+				if at := len(prompt) + min(eos, n-1); m.Position() != at {
+					t.Errorf("cache at %d after %d tokens, want %d", m.Position(), len(got), at)
+				}
 			}
 		})
 	}

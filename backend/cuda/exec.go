@@ -307,21 +307,34 @@ func (b *Backend) issue() error {
 	return nil
 }
 
-// flush runs the recorded launches (context thread): the tokens and
-// positions go up first, then a decode step replays its graph (recording it
-// the first time) and anything else launches directly. It returns with the
-// stream idle.
+// flush runs the recorded launches and returns with the stream idle
+// (context thread).
 func (b *Backend) flush() {
 	if len(b.launches) == 0 {
 		return
 	}
+	err := b.submit(nil)
+	if err == nil {
+		err = b.d.check("cuStreamSynchronize", call(b.d.cuStreamSynchronize, b.stream))
+	}
+	if err != nil {
+		panic(fmt.Errorf("cuda: %w", err))
+	}
+}
+
+// submit queues the recorded launches on the stream without waiting
+// (context thread): the tokens and positions go up first (through s's
+// pinned words for a one-token pass of ArgmaxAsync), then a decode step
+// replays its graph (recording it the first time) and anything else
+// launches directly.
+func (b *Backend) submit(s *slot) error {
 	d := b.d
 	for _, r := range b.pendRope { // nobody consumed them in this flush: they run where recorded
 		b.launches[r.launch].skip = false
 	}
 	b.pendRope = b.pendRope[:0]
-	if err := b.stage(); err != nil {
-		panic(fmt.Errorf("cuda: %w", err))
+	if err := b.stage(s); err != nil {
+		return err
 	}
 	var err error
 	if b.T == 1 && !b.NoGraphs && b.prof == nil {
@@ -343,11 +356,8 @@ func (b *Backend) flush() {
 	} else {
 		err = b.issue()
 	}
-	if err == nil {
-		err = d.check("cuStreamSynchronize", call(d.cuStreamSynchronize, b.stream))
-	}
 	if err != nil {
-		panic(fmt.Errorf("cuda: %w", err))
+		return err
 	}
 	for _, l := range b.launches {
 		if !l.skip {
@@ -359,22 +369,48 @@ func (b *Backend) flush() {
 	}
 	b.launches = b.launches[:0]
 	b.args = b.args[:0]
+	return nil
 }
 
-// stage copies the pass's tokens and positions to the device.
-func (b *Backend) stage() error {
+// stage copies the pass's tokens and positions to the device; after
+// BeginNext only the positions, the token being the last answer already
+// there. A one-token pass with a slot copies them from its pinned words
+// in stream order, behind the passes still queued; any other waits for the
+// queue to drain and copies from the staging buffer.
+func (b *Backend) stage(s *slot) error {
 	if !b.stagePending {
 		return nil
 	}
 	b.stagePending = false
+	if !b.fromDevice {
+		b.chained = false
+	}
+	d := b.d
+	if s != nil && b.T == 1 {
+		s.host[0], s.host[1] = b.tokens[0], b.pos[0]
+		if !b.fromDevice {
+			if err := d.check("upload token", call(d.cuMemcpyHtoDAsync, b.tokDev, uintptr(unsafe.Pointer(&s.host[0])), 4, b.stream)); err != nil {
+				return err
+			}
+		}
+		return d.check("upload position", call(d.cuMemcpyHtoDAsync, b.posDev(), uintptr(unsafe.Pointer(&s.host[1])), 4, b.stream))
+	}
+	if b.unanswered > 0 {
+		if err := d.check("cuStreamSynchronize", call(d.cuStreamSynchronize, b.stream)); err != nil {
+			return err
+		}
+	}
 	n := int64(8 * b.tokCap)
 	if err := b.ensureStaging(n); err != nil {
 		return err
 	}
-	s := unsafe.Slice((*int32)(hostPtr(b.staging)), 2*b.tokCap)
-	copy(s, b.tokens)
-	copy(s[b.tokCap:], b.pos)
-	return b.d.check("upload tokens", call(b.d.cuMemcpyHtoD, b.tokDev, b.staging, uintptr(n)))
+	st := unsafe.Slice((*int32)(hostPtr(b.staging)), 2*b.tokCap)
+	copy(st, b.tokens)
+	copy(st[b.tokCap:], b.pos)
+	if b.fromDevice {
+		return d.check("upload positions", call(d.cuMemcpyHtoD, b.posDev(), b.staging+uintptr(4*b.tokCap), uintptr(n/2)))
+	}
+	return d.check("upload tokens", call(d.cuMemcpyHtoD, b.tokDev, b.staging, uintptr(n)))
 }
 
 // capture records the launches into a graph and instantiates it.

@@ -74,19 +74,42 @@ func (m *Model) Forward(tokens []int32, all bool) ([]float32, error) {
 // backend makes the choice where the logits are, and only the id comes back
 // (4 bytes from a GPU instead of the vocabulary's logits).
 func (m *Model) ForwardArgmax(tokens []int32) (int32, error) {
-	logits, err := m.pass(tokens, false)
+	p, err := m.StartArgmax(tokens)
 	if err != nil {
 		return 0, err
 	}
-	m.be.Argmax(logits, m.best[:])
-	return m.best[0], nil
+	return p.Wait(), nil
 }
 
-// pass records (or runs) the network over tokens and returns the logits
-// tensor [T or 1, vocab], valid until the next pass.
+// StartArgmax is ForwardArgmax returning as soon as the pass is queued:
+// Wait gives the answer. With tokens nil the pass is over one token, the
+// answer of the previous pass (which was a StartArgmax), taken where the
+// backend computed it: a greedy decode queues step N+1 before it reads
+// step N's token, so a GPU runs step after step while the host checks
+// stop conditions one step behind.
+func (m *Model) StartArgmax(tokens []int32) (backend.Pending, error) {
+	logits, err := m.pass(tokens, false)
+	if err != nil {
+		return nil, err
+	}
+	p := m.be.ArgmaxAsync(logits)
+	m.chained = true
+	return p, nil
+}
+
+// pass records (or runs) the network over tokens (nil: the last
+// StartArgmax's answer) and returns the logits tensor [T or 1, vocab],
+// valid until the next pass.
 func (m *Model) pass(tokens []int32, all bool) (backend.Tensor, error) {
 	c, be := m.Config, m.be
+	fed := tokens == nil
 	T := len(tokens)
+	if fed {
+		if !m.chained {
+			return nil, fmt.Errorf("forward: no token given and no StartArgmax answer to take")
+		}
+		T = 1
+	}
 	if T == 0 {
 		return nil, fmt.Errorf("forward: no tokens")
 	}
@@ -106,7 +129,12 @@ func (m *Model) pass(tokens []int32, all bool) (backend.Tensor, error) {
 		pos[i] = int32(m.pos + i)
 	}
 
-	be.Begin(tokens, pos)
+	if fed {
+		be.BeginNext(pos[0])
+	} else {
+		be.Begin(tokens, pos)
+	}
+	m.chained = false
 	a := m.newActs(T)
 	be.Embed(a.x, m.embd)
 	for l := range m.layers {

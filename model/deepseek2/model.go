@@ -26,10 +26,10 @@ type Model struct {
 	moe     bool // some layer has routed experts
 
 	// Reused by every Forward, so that a decode step allocates nothing.
-	acts   acts
-	posBuf []int32
-	out    []float32 // the logits Forward returns
-	best   [1]int32  // ForwardArgmax's answer from the backend
+	acts    acts
+	posBuf  []int32
+	out     []float32 // the logits Forward returns
+	chained bool      // the last pass was a StartArgmax: its answer can feed the next
 }
 
 // ErrContextTrained is returned when the context asked for is more than the
@@ -92,7 +92,7 @@ func (m *Model) Context() int { return m.ctx }
 func (m *Model) Position() int { return m.pos }
 
 // Reset forgets the sequence.
-func (m *Model) Reset() { m.pos = 0 }
+func (m *Model) Reset() { m.pos, m.chained = 0, false }
 
 // Truncate keeps only the first n cached positions (to reuse a common prefix).
 func (m *Model) Truncate(n int) {
