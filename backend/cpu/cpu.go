@@ -32,6 +32,7 @@ type CPU struct {
 	act    acts      // a matmul's converted input
 	mm     mmJob     // the running matmul
 	attn   attnJob   // the running attention
+	swiglu swigluJob
 	moe    moeBufs
 	// per-worker results of a four-token kernel
 	quads  [][4]float32

@@ -34,6 +34,16 @@ func dotQ4_0p8x1AVX2(w *byte, qs *int8, d *float32, b8 *int32, nb int, out *floa
 //go:noescape
 func dotQ4_0p8x4AVX2(w *byte, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)
 
+// dotQ4_0p8x1VNNI writes out[r], the dot products of Q4_0 rows r = 0..7 (packed, nb blocks) with one token's Q8_0 activations (qs, d and b8).
+//
+//go:noescape
+func dotQ4_0p8x1VNNI(w *byte, qs *int8, d *float32, b8 *int32, nb int, out *float32)
+
+// dotQ4_0p8x4VNNI writes out[8t+r], the dot products of Q4_0 rows r = 0..7 (packed, nb blocks) with tokens t < 4: Q8_0 activations k bytes apart in qs, k/8 in d and b8.
+//
+//go:noescape
+func dotQ4_0p8x4VNNI(w *byte, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)
+
 // dotF32VecAVX2 is Σ x[i]·y[i] over n (a multiple of 32) values in ggml_vec_dot_f32's order.
 //
 //go:noescape

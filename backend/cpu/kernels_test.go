@@ -38,8 +38,14 @@ func randomActs(r *rand.Rand, typ quant.Type, T, k int) *acts {
 func TestKernelsAgainstGeneric(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	t.Logf("kernel set in use: %s", kernelSet)
-	ks, name := chooseKernels("")
-	t.Run(name, func(t *testing.T) { testKernelSet(t, r, ks) })
+	seen := map[string]bool{}
+	for _, force := range []string{"", "avx2"} {
+		ks, name := chooseKernels(force)
+		if !seen[name] {
+			seen[name] = true
+			t.Run(name, func(t *testing.T) { testKernelSet(t, r, ks) })
+		}
+	}
 }
 
 func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {

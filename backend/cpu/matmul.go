@@ -95,7 +95,8 @@ func (a *acts) cut(t int) arow {
 
 // kernels is the dot-product kernel chosen for each weight type at start:
 // SIMD where the CPU has it, the pure-Go kernel otherwise. LATENT_CPU=generic
-// forces the pure-Go kernels (the tests run both).
+// forces the pure-Go kernels, LATENT_CPU=avx2 the AVX2 ones on a CPU with
+// AVX-512 VNNI (the tests run every set).
 var kernels, kernelSet = chooseKernels(os.Getenv("LATENT_CPU"))
 
 func chooseKernels(force string) (map[quant.Type]kernel, string) {
@@ -105,7 +106,7 @@ func chooseKernels(force string) (map[quant.Type]kernel, string) {
 	}
 	name := "generic"
 	if force != "generic" {
-		name = addSIMDKernels(ks)
+		name = addSIMDKernels(ks, force)
 	}
 	return ks, name
 }
@@ -137,15 +138,13 @@ func (j *mmJob) do(lo, hi, worker int) {
 			t := 0
 			for ; t+4 <= a.rows; t += 4 {
 				j.kern.tile8(rows, rb, a, t, out)
-				for i := 0; i < 32; i++ {
-					j.put(t+i/8, lo+i%8, out[i])
+				for i := 0; i < 4; i++ {
+					j.put8(t+i, lo, (*[8]float32)(out[8*i:]))
 				}
 			}
 			for ; t < a.rows; t++ {
 				j.kern.rows8(rows, rb, a.row(t), (*[16]float32)(out[:16]))
-				for i := 0; i < 8; i++ {
-					j.put(t, lo+i, out[i])
-				}
+				j.put8(t, lo, (*[8]float32)(out[:8]))
 			}
 		}
 	}
@@ -201,6 +200,19 @@ func (j *mmJob) do(lo, hi, worker int) {
 				j.put(t, o, dot(row, x))
 			}
 		}
+	}
+}
+
+// put8 stores (or adds) v at token t's outputs o..o+7.
+func (j *mmJob) put8(t, o int, v *[8]float32) {
+	i := t*j.d.stride + j.dstOff + o
+	dst := (*[8]float32)(j.d.data[i : i+8])
+	if !j.accumulate {
+		*dst = *v
+		return
+	}
+	for r := range dst {
+		dst[r] += v[r]
 	}
 }
 

@@ -280,10 +280,20 @@ func (c *CPU) SwiGLU(dst, gate, up backend.Tensor) {
 	d, g, u := tens(dst), tens(gate), tens(up)
 	same("swiglu", d, g)
 	same("swiglu", d, u)
-	for i := 0; i < d.rows; i++ {
-		dr, gr, ur := d.row(i), g.row(i), u.row(i)
-		for j := range dr {
-			dr[j] = silu(gr[j]) * ur[j]
+	c.swiglu = swigluJob{d: d, g: g, u: u}
+	// A prompt's rows go to the workers; one token's row (a few thousand
+	// exponentials) is not worth waking them.
+	c.pool.run(d.rows, 1, &c.swiglu)
+}
+
+// swigluJob computes rows [lo, hi) of SwiGLU.
+type swigluJob struct{ d, g, u *tensor }
+
+func (j *swigluJob) do(lo, hi, _ int) {
+	for i := lo; i < hi; i++ {
+		dr, gr, ur := j.d.row(i), j.g.row(i), j.u.row(i)
+		for k := range dr {
+			dr[k] = silu(gr[k]) * ur[k]
 		}
 	}
 }

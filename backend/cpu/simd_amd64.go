@@ -11,19 +11,29 @@ import (
 )
 
 // hasAVX2 says whether the CPU runs the assembly: AVX2 and FMA (F16C comes
-// with them).
-var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+// with them); hasVNNI whether it also has AVX-512 VNNI for 256-bit registers
+// (VPDPBUSD, which the eight-row Q4_0 kernels use when it is there).
+var (
+	hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	hasVNNI = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI
+)
 
 // addSIMDKernels replaces the pure-Go kernels with assembly ones where the
-// CPU has the instructions (hasAVX2). The assembly computes in the pure-Go
+// CPU has the instructions: the AVX-512 VNNI set where it can, the AVX2 one
+// where it can or force is "avx2". Every set computes in the pure-Go
 // kernels' float order, bit for bit.
-func addSIMDKernels(ks map[quant.Type]kernel) string {
+func addSIMDKernels(ks map[quant.Type]kernel, force string) string {
 	if !hasAVX2 {
 		return "generic"
 	}
-	ks[quant.Q4_0] = kernel{one: dotQ4_0Go, rows4: dotQ4_0Rows4, tile: dotQ4_0Tile, pack8: packQ4_0x8, rows8: dotQ4_0Packed8, tile8: dotQ4_0PackedTile8}
+	name := "avx2"
+	q4 := kernel{one: dotQ4_0Go, rows4: dotQ4_0Rows4, tile: dotQ4_0Tile, pack8: packQ4_0x8, rows8: dotQ4_0Packed8, tile8: dotQ4_0PackedTile8}
+	if hasVNNI && force != "avx2" {
+		name, q4.rows8, q4.tile8 = "avx512vnni", dotQ4_0Packed8VNNI, dotQ4_0PackedTile8VNNI
+	}
+	ks[quant.Q4_0] = q4
 	ks[quant.Q8_0] = kernel{one: dotQ8_0AVX2, four: dotQ8_0x4}
-	return "avx2"
+	return name
 }
 
 // The wrappers pass a token's blocks to the assembly; k, the bytes from one
@@ -87,6 +97,18 @@ func dotQ4_0PackedTile8(w []byte, rowBytes int, a *acts, t int, out *[32]float32
 	_ = a.rs[t+3]
 	_ = w[8*18*len(r.d)-1]
 	dotQ4_0p8x4AVX2(&w[0], &r.qs[0], &r.d[0], &r.b8[0], len(r.d), a.k, &out[0])
+}
+
+func dotQ4_0Packed8VNNI(w []byte, rowBytes int, a arow, out *[16]float32) {
+	_ = w[8*18*len(a.d)-1]
+	dotQ4_0p8x1VNNI(&w[0], &a.qs[0], &a.d[0], &a.b8[0], len(a.d), &out[0])
+}
+
+func dotQ4_0PackedTile8VNNI(w []byte, rowBytes int, a *acts, t int, out *[32]float32) {
+	r := &a.rs[t]
+	_ = a.rs[t+3]
+	_ = w[8*18*len(r.d)-1]
+	dotQ4_0p8x4VNNI(&w[0], &r.qs[0], &r.d[0], &r.b8[0], len(r.d), a.k, &out[0])
 }
 
 // simdVecOps returns the AVX2 forms of dotF32VecGo and fmaAxpyGo, or nils.

@@ -5,7 +5,7 @@ package cpu
 import "github.com/latent-ai/latent/quant"
 
 // addSIMDKernels has nothing to add on this architecture.
-func addSIMDKernels(map[quant.Type]kernel) string { return "generic" }
+func addSIMDKernels(map[quant.Type]kernel, string) string { return "generic" }
 
 // simdVecOps has nothing to offer on this architecture.
 func simdVecOps() (func(x, y []float32) float32, func(out, v []float32, s float32)) {

@@ -93,7 +93,9 @@ func TestLogitsMatchLlamaCpp(t *testing.T) {
 
 // The CPU backend picks its kernels once per process from LATENT_CPU, so the
 // golden comparison runs again in a child test process for each forced set:
-// the SIMD kernels and the pure-Go fallback must each match llama.cpp.
+// the AVX2 kernels (which a CPU with AVX-512 VNNI does not use by default)
+// and the pure-Go fallback must each match llama.cpp, as the default set
+// does in TestLogitsMatchLlamaCpp.
 func TestLogitsMatchLlamaCppEveryKernelSet(t *testing.T) {
 	if os.Getenv("LATENT_CPU") != "" {
 		t.Skip("already running with a forced kernel set")
