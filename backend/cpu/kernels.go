@@ -22,17 +22,18 @@ type arow struct {
 // scaled once per block, as ggml's kernels compute them.
 type dotKernel func(w []byte, a arow) float32
 
-// quadKernel is dotKernel for tokens t..t+3 of a batch at once, so that each
-// weight block is unpacked once for four tokens.
-type quadKernel func(w []byte, a *acts, t int, out *[4]float32)
+// quadKernel is dotKernel for four tokens at once, activation rows t,
+// t+step, t+2·step, t+3·step of a batch, so that each weight block is
+// unpacked once for four tokens.
+type quadKernel func(w []byte, a *acts, t, step int, out *[4]float32)
 
 // rowsKernel is dotKernel for four weight rows (rowBytes apart) and one
 // token: out[r] is row r.
 type rowsKernel func(w []byte, rowBytes int, a arow, out *[16]float32)
 
-// tileKernel is dotKernel for four weight rows (rowBytes apart) by tokens
-// t..t+3: out[4i+r] is row r times token t+i.
-type tileKernel func(w []byte, rowBytes int, a *acts, t int, out *[16]float32)
+// tileKernel is dotKernel for four weight rows (rowBytes apart) by four
+// tokens (activation rows t+i·step): out[4i+r] is row r times token i.
+type tileKernel func(w []byte, rowBytes int, a *acts, t, step int, out *[16]float32)
 
 // kernel is what a weight type's matmul runs; all but one may be nil.
 // pack8 repacks groups of eight rows at load (src to dst, the same size),
@@ -49,9 +50,9 @@ type kernel struct {
 	tile8 tile8Kernel
 }
 
-// tile8Kernel is dotKernel for eight packed weight rows by tokens t..t+3:
-// out[8i+r] is row r times token t+i.
-type tile8Kernel func(w []byte, rowBytes int, a *acts, t int, out *[32]float32)
+// tile8Kernel is dotKernel for eight packed weight rows by four tokens
+// (activation rows t+i·step): out[8i+r] is row r times token i.
+type tile8Kernel func(w []byte, rowBytes int, a *acts, t, step int, out *[32]float32)
 
 func f16(b []byte) float32 { return quant.F16ToF32(binary.LittleEndian.Uint16(b)) }
 

@@ -56,7 +56,7 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 			sizes = append(sizes, 32, 64, 96, 192) // fewer blocks than a SIMD step
 		}
 		for _, n := range sizes {
-			const R, T = 8, 6
+			const R, T = 8, 8
 			var w []byte
 			for i := 0; i < R; i++ {
 				w = append(w, randomRow(t, r, typ, n)...)
@@ -102,9 +102,10 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 			}
 			for ri := 0; ri < R; ri++ {
 				wr := w[ri*rb : (ri+1)*rb]
-				var four [4]float32
+				var four, four2 [4]float32 // tokens 1..4, and 1, 3, 5, 7
 				if k.four != nil {
-					k.four(wr, a, 1, &four)
+					k.four(wr, a, 1, 1, &four)
+					k.four(wr, a, 1, 2, &four2)
 				}
 				for tk := 0; tk < T; tk++ {
 					var want float64
@@ -120,6 +121,9 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 					}
 					if k.four != nil && tk >= 1 && tk < 5 && four[tk-1] != g {
 						t.Errorf("%s n=%d row %d token %d: four-token kernel %g, Go kernel %g", typ, n, ri, tk, four[tk-1], g)
+					}
+					if k.four != nil && tk%2 == 1 && four2[tk/2] != g {
+						t.Errorf("%s n=%d row %d token %d: four-token kernel, step 2: %g, Go kernel %g", typ, n, ri, tk, four2[tk/2], g)
 					}
 				}
 			}
@@ -145,22 +149,25 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 					}
 				}
 			}
-			if k.tile8 != nil {
-				var out8 [32]float32
-				k.tile8(packed, rb, a, 0, &out8)
-				for i, v := range out8 {
-					tk, ri := i/8, i%8
-					if g := gen.one(w[ri*rb:(ri+1)*rb], a.row(tk)); v != g {
-						t.Errorf("%s n=%d row %d token %d: 8×4 tile kernel %g, Go kernel %g", typ, n, ri, tk, v, g)
+			// The tiles for tokens 0..3 and, a step of 2, tokens 1, 3, 5, 7.
+			for _, ts := range [][2]int{{0, 1}, {1, 2}} {
+				if k.tile8 != nil {
+					var out8 [32]float32
+					k.tile8(packed, rb, a, ts[0], ts[1], &out8)
+					for i, v := range out8 {
+						tk, ri := ts[0]+i/8*ts[1], i%8
+						if g := gen.one(w[ri*rb:(ri+1)*rb], a.row(tk)); v != g {
+							t.Errorf("%s n=%d row %d token %d: 8×4 tile kernel %g, Go kernel %g", typ, n, ri, tk, v, g)
+						}
 					}
 				}
-			}
-			if k.tile != nil {
-				k.tile(w, rb, a, 2, &out)
-				for i, v := range out {
-					tk, ri := 2+i/4, i%4
-					if g := gen.one(w[ri*rb:(ri+1)*rb], a.row(tk)); v != g {
-						t.Errorf("%s n=%d row %d token %d: tile kernel %g, Go kernel %g", typ, n, ri, tk, v, g)
+				if k.tile != nil {
+					k.tile(w, rb, a, ts[0], ts[1], &out)
+					for i, v := range out {
+						tk, ri := ts[0]+i/4*ts[1], i%4
+						if g := gen.one(w[ri*rb:(ri+1)*rb], a.row(tk)); v != g {
+							t.Errorf("%s n=%d row %d token %d: tile kernel %g, Go kernel %g", typ, n, ri, tk, v, g)
+						}
 					}
 				}
 			}

@@ -115,6 +115,10 @@ func chooseKernels(force string) (map[quant.Type]kernel, string) {
 // o in the ranges the pool hands out. Rows go in tiles so that a weight row,
 // read from memory once, is used for every token of the batch while it is in
 // the L1 cache; the batch's activations stay in L2.
+//
+// With heads > 0 the weight is one matrix of per rows for each head, head h
+// reads activation rows h, h+heads, ... (one per token) and writes from
+// column dstOff+h·dstStride: every head's product in one pool job.
 type mmJob struct {
 	c          *CPU
 	d          *tensor
@@ -124,27 +128,46 @@ type mmJob struct {
 	a          *acts
 	kern       kernel
 	accumulate bool
+
+	heads, per, dstStride int
 }
 
 func (j *mmJob) do(lo, hi, worker int) {
+	if j.heads == 0 {
+		j.rows(lo, hi, worker, 0, 1, j.dstOff)
+		return
+	}
+	for lo < hi {
+		h := lo / j.per
+		e := min(hi, (h+1)*j.per)
+		j.rows(lo, e, worker, h, j.heads, j.dstOff+h*(j.dstStride-j.per))
+		lo = e
+	}
+}
+
+// rows computes output rows [lo, hi) for the tokens whose activations are
+// rows first, first+step, ... of j.a, storing row o at column col+o.
+func (j *mmJob) rows(lo, hi, worker, first, step, col int) {
 	w, a := j.w, j.a
 	rb := w.rowBytes
-	if w.packed != nil && j.rowOff%8 == 0 {
+	T := (a.rows - first + step - 1) / step
+	at := func(t int) int { return first + t*step } // token t's activation row
+	if w.packed != nil && (j.rowOff+lo)%8 == 0 {
 		// Eight packed rows at a time, by four tokens while there are four.
 		out := &j.c.tiles8[worker]
 		for ; lo+8 <= hi; lo += 8 {
 			r := j.rowOff + lo
 			rows := w.packed[r*rb : (r+8)*rb]
 			t := 0
-			for ; t+4 <= a.rows; t += 4 {
-				j.kern.tile8(rows, rb, a, t, out)
+			for ; t+4 <= T; t += 4 {
+				j.kern.tile8(rows, rb, a, at(t), step, out)
 				for i := 0; i < 4; i++ {
-					j.put8(t+i, lo, (*[8]float32)(out[8*i:]))
+					j.put8(t+i, col+lo, (*[8]float32)(out[8*i:]))
 				}
 			}
-			for ; t < a.rows; t++ {
-				j.kern.rows8(rows, rb, a.row(t), (*[16]float32)(out[:16]))
-				j.put8(t, lo, (*[8]float32)(out[:8]))
+			for ; t < T; t++ {
+				j.kern.rows8(rows, rb, a.row(at(t)), (*[16]float32)(out[:16]))
+				j.put8(t, col+lo, (*[8]float32)(out[:8]))
 			}
 		}
 	}
@@ -157,17 +180,17 @@ func (j *mmJob) do(lo, hi, worker int) {
 			rows := w.data[r*rb : (r+4)*rb]
 			t := 0
 			if j.kern.tile != nil {
-				for ; t+4 <= a.rows; t += 4 {
-					j.kern.tile(rows, rb, a, t, out)
+				for ; t+4 <= T; t += 4 {
+					j.kern.tile(rows, rb, a, at(t), step, out)
 					for i := 0; i < 16; i++ {
-						j.put(t+i/4, lo+i%4, out[i])
+						j.put(t+i/4, col+lo+i%4, out[i])
 					}
 				}
 			}
-			for ; t < a.rows; t++ {
-				j.kern.rows4(rows, rb, a.row(t), out)
+			for ; t < T; t++ {
+				j.kern.rows4(rows, rb, a.row(at(t)), out)
 				for i := 0; i < 4; i++ {
-					j.put(t, lo+i, out[i])
+					j.put(t, col+lo+i, out[i])
 				}
 			}
 		}
@@ -179,33 +202,33 @@ func (j *mmJob) do(lo, hi, worker int) {
 			t := 0
 			if j.kern.four != nil {
 				out := &j.c.quads[worker]
-				for ; t+4 <= a.rows; t += 4 {
-					j.kern.four(row, a, t, out)
+				for ; t+4 <= T; t += 4 {
+					j.kern.four(row, a, at(t), step, out)
 					for i, v := range out {
-						j.put(t+i, o, v)
+						j.put(t+i, col+o, v)
 					}
 				}
 			}
-			for ; t < a.rows; t++ {
-				j.put(t, o, j.kern.one(row, a.row(t)))
+			for ; t < T; t++ {
+				j.put(t, col+o, j.kern.one(row, a.row(at(t))))
 			}
 			continue
 		}
 		row := w.decodeRow(r, j.c.bufs[worker])
-		for t := 0; t < a.rows; t++ {
-			x := a.f[t*a.k : (t+1)*a.k]
+		for t := 0; t < T; t++ {
+			x := a.f[at(t)*a.k : (at(t)+1)*a.k]
 			if w.typ == quant.F32 {
-				j.put(t, o, dotF32Tiny(row, x)) // the router: ggml's order, see ggmlorder.go
+				j.put(t, col+o, dotF32Tiny(row, x)) // the router: ggml's order, see ggmlorder.go
 			} else {
-				j.put(t, o, dot(row, x))
+				j.put(t, col+o, dot(row, x))
 			}
 		}
 	}
 }
 
-// put8 stores (or adds) v at token t's outputs o..o+7.
-func (j *mmJob) put8(t, o int, v *[8]float32) {
-	i := t*j.d.stride + j.dstOff + o
+// put8 stores (or adds) v at token t's columns c..c+7.
+func (j *mmJob) put8(t, c int, v *[8]float32) {
+	i := t*j.d.stride + c
 	dst := (*[8]float32)(j.d.data[i : i+8])
 	if !j.accumulate {
 		*dst = *v
@@ -216,8 +239,9 @@ func (j *mmJob) put8(t, o int, v *[8]float32) {
 	}
 }
 
-func (j *mmJob) put(t, o int, v float32) {
-	i := t*j.d.stride + j.dstOff + o
+// put stores (or adds) v at token t's column c.
+func (j *mmJob) put(t, c int, v float32) {
+	i := t*j.d.stride + c
 	if j.accumulate {
 		j.d.data[i] += v
 	} else {
@@ -228,20 +252,23 @@ func (j *mmJob) put(t, o int, v float32) {
 // matmul computes dst[t][dstOff+o] (+)= W[rowOff+o] · src[t][srcOff:] for o
 // in [0, out), splitting output rows across workers.
 func (c *CPU) matmul(d *tensor, dstOff, out int, w *weight, rowOff int, s *tensor, srcOff int, accumulate bool) {
-	in := int(w.dims[0])
-	kern := kernels[w.typ]
-	c.act.prepare(s, srcOff, in, w.typ, kern.one != nil)
-	if kern.one == nil {
-		c.scratch(in)
+	c.act.prepare(s, srcOff, int(w.dims[0]), w.typ, kernels[w.typ].one != nil)
+	c.mm = mmJob{c: c, d: d, dstOff: dstOff, w: w, rowOff: rowOff, a: &c.act, kern: kernels[w.typ], accumulate: accumulate}
+	c.runMatMul(out)
+}
+
+// runMatMul runs c.mm over out output rows, its activations prepared.
+func (c *CPU) runMatMul(out int) {
+	if c.mm.kern.one == nil {
+		c.scratch(c.act.k)
 	}
 	if len(c.quads) < c.pool.n {
 		c.quads = make([][4]float32, c.pool.n)
 		c.tiles = make([][16]float32, c.pool.n)
 		c.tiles8 = make([][32]float32, c.pool.n)
 	}
-	c.mm = mmJob{c: c, d: d, dstOff: dstOff, w: w, rowOff: rowOff, a: &c.act, kern: kern, accumulate: accumulate}
 	align := 4
-	if w.packed != nil {
+	if c.mm.w.packed != nil {
 		align = 8
 	}
 	c.pool.run(out, split(out, c.pool.n, align), &c.mm)

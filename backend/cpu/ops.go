@@ -122,9 +122,19 @@ func (c *CPU) headMatMul(d *tensor, dstStride int, w *weight, s *tensor, srcStri
 	if (heads-1)*srcStride+in > s.cols || (heads-1)*dstStride+out > d.cols {
 		panic(fmt.Sprintf("cpu: %s %v does not fit src %d / dst %d cols", w.name, w.dims, s.cols, d.cols))
 	}
-	for h := 0; h < heads; h++ {
-		c.matmul(d, h*dstStride, out, w, h*out, s, h*srcStride, false)
+	if s.stride != heads*srcStride { // the heads' inputs are not one after another
+		for h := 0; h < heads; h++ {
+			c.matmul(d, h*dstStride, out, w, h*out, s, h*srcStride, false)
+		}
+		return
 	}
+	// One pool job for every head (a decode step has two such products per
+	// layer, each head's a few hundred KB): head h of token t is row
+	// t·heads+h of src seen as rows of srcStride values.
+	rows := tensor{data: s.data, rows: s.rows * heads, cols: in, stride: srcStride}
+	c.act.prepare(&rows, 0, in, w.typ, kernels[w.typ].one != nil)
+	c.mm = mmJob{c: c, d: d, w: w, a: &c.act, kern: kernels[w.typ], heads: heads, per: out, dstStride: dstStride}
+	c.runMatMul(heads * out)
 }
 
 // Dim is dimension i, 1 past the rank.

@@ -37,7 +37,7 @@ func addSIMDKernels(ks map[quant.Type]kernel, force string) string {
 }
 
 // The wrappers pass a token's blocks to the assembly; k, the bytes from one
-// token to the next, is the row length (qs: k int8; d and b8: k/32 four-byte values).
+// token to the next, is step rows (qs: k int8; d and b8: k/32 four-byte values).
 
 func dotQ8_0AVX2(w []byte, a arow) float32 {
 	var out float32
@@ -46,11 +46,11 @@ func dotQ8_0AVX2(w []byte, a arow) float32 {
 	return out
 }
 
-func dotQ8_0x4(w []byte, a *acts, t int, out *[4]float32) {
+func dotQ8_0x4(w []byte, a *acts, t, step int, out *[4]float32) {
 	r := &a.rs[t]
-	_ = a.rs[t+3]
+	_ = a.rs[t+3*step]
 	_ = w[34*len(r.d)-1]
-	dotQ8_0x4AVX2(&w[0], &r.qs[0], &r.d[0], len(r.d), a.k, &out[0])
+	dotQ8_0x4AVX2(&w[0], &r.qs[0], &r.d[0], len(r.d), step*a.k, &out[0])
 }
 
 func dotQ4_0Rows4(w []byte, rowBytes int, a arow, out *[16]float32) {
@@ -58,11 +58,11 @@ func dotQ4_0Rows4(w []byte, rowBytes int, a arow, out *[16]float32) {
 	dotQ4_0r4x1AVX2(&w[0], rowBytes, &a.qs[0], &a.d[0], &a.b8[0], len(a.d), len(a.qs), &out[0])
 }
 
-func dotQ4_0Tile(w []byte, rowBytes int, a *acts, t int, out *[16]float32) {
+func dotQ4_0Tile(w []byte, rowBytes int, a *acts, t, step int, out *[16]float32) {
 	r := &a.rs[t]
-	_ = a.rs[t+3]
+	_ = a.rs[t+3*step]
 	_ = w[3*rowBytes+18*len(r.d)-1]
-	dotQ4_0r4x4AVX2(&w[0], rowBytes, &r.qs[0], &r.d[0], &r.b8[0], len(r.d), a.k, &out[0])
+	dotQ4_0r4x4AVX2(&w[0], rowBytes, &r.qs[0], &r.d[0], &r.b8[0], len(r.d), step*a.k, &out[0])
 }
 
 // packQ4_0x8 repacks groups of eight Q4_0 rows (rowBytes each) from src
@@ -92,11 +92,11 @@ func dotQ4_0Packed8(w []byte, rowBytes int, a arow, out *[16]float32) {
 	dotQ4_0p8x1AVX2(&w[0], &a.qs[0], &a.d[0], &a.b8[0], len(a.d), &out[0])
 }
 
-func dotQ4_0PackedTile8(w []byte, rowBytes int, a *acts, t int, out *[32]float32) {
+func dotQ4_0PackedTile8(w []byte, rowBytes int, a *acts, t, step int, out *[32]float32) {
 	r := &a.rs[t]
-	_ = a.rs[t+3]
+	_ = a.rs[t+3*step]
 	_ = w[8*18*len(r.d)-1]
-	dotQ4_0p8x4AVX2(&w[0], &r.qs[0], &r.d[0], &r.b8[0], len(r.d), a.k, &out[0])
+	dotQ4_0p8x4AVX2(&w[0], &r.qs[0], &r.d[0], &r.b8[0], len(r.d), step*a.k, &out[0])
 }
 
 func dotQ4_0Packed8VNNI(w []byte, rowBytes int, a arow, out *[16]float32) {
@@ -104,11 +104,11 @@ func dotQ4_0Packed8VNNI(w []byte, rowBytes int, a arow, out *[16]float32) {
 	dotQ4_0p8x1VNNI(&w[0], &a.qs[0], &a.d[0], &a.b8[0], len(a.d), &out[0])
 }
 
-func dotQ4_0PackedTile8VNNI(w []byte, rowBytes int, a *acts, t int, out *[32]float32) {
+func dotQ4_0PackedTile8VNNI(w []byte, rowBytes int, a *acts, t, step int, out *[32]float32) {
 	r := &a.rs[t]
-	_ = a.rs[t+3]
+	_ = a.rs[t+3*step]
 	_ = w[8*18*len(r.d)-1]
-	dotQ4_0p8x4VNNI(&w[0], &r.qs[0], &r.d[0], &r.b8[0], len(r.d), a.k, &out[0])
+	dotQ4_0p8x4VNNI(&w[0], &r.qs[0], &r.d[0], &r.b8[0], len(r.d), step*a.k, &out[0])
 }
 
 // simdVecOps returns the AVX2 forms of dotF32VecGo and fmaAxpyGo, or nils.
