@@ -44,6 +44,36 @@ func dotQ4_0p8x1VNNI(w *byte, qs *int8, d *float32, b8 *int32, nb int, out *floa
 //go:noescape
 func dotQ4_0p8x4VNNI(w *byte, qs *int8, d *float32, b8 *int32, nb int, k int, out *float32)
 
+// dotQ4_Kx1AVX2 writes to out the dot products of a Q4_K row of nb super-blocks with 1 tokens' Q8_K activations (qs k bytes apart, d k/64, bsums k/8), in the float order of dotQ4KGo.
+//
+//go:noescape
+func dotQ4_Kx1AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
+
+// dotQ5_Kx1AVX2 writes to out the dot products of a Q5_K row of nb super-blocks with 1 tokens' Q8_K activations (qs k bytes apart, d k/64, bsums k/8), in the float order of dotQ5KGo.
+//
+//go:noescape
+func dotQ5_Kx1AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
+
+// dotQ6_Kx1AVX2 writes to out the dot products of a Q6_K row of nb super-blocks with 1 tokens' Q8_K activations (qs k bytes apart, d k/64, bsums k/8), in the float order of dotQ6KGo.
+//
+//go:noescape
+func dotQ6_Kx1AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
+
+// dotQ4_Kx4AVX2 writes to out the dot products of a Q4_K row of nb super-blocks with 4 tokens' Q8_K activations (qs k bytes apart, d k/64, bsums k/8), in the float order of dotQ4KGo.
+//
+//go:noescape
+func dotQ4_Kx4AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
+
+// dotQ5_Kx4AVX2 writes to out the dot products of a Q5_K row of nb super-blocks with 4 tokens' Q8_K activations (qs k bytes apart, d k/64, bsums k/8), in the float order of dotQ5KGo.
+//
+//go:noescape
+func dotQ5_Kx4AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
+
+// dotQ6_Kx4AVX2 writes to out the dot products of a Q6_K row of nb super-blocks with 4 tokens' Q8_K activations (qs k bytes apart, d k/64, bsums k/8), in the float order of dotQ6KGo.
+//
+//go:noescape
+func dotQ6_Kx4AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
+
 // dotF32VecAVX2 is Σ x[i]·y[i] over n (a multiple of 32) values in ggml_vec_dot_f32's order.
 //
 //go:noescape

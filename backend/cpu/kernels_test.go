@@ -65,21 +65,16 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 			if typ == quant.Q8_0 { // the most negative int8, which VPABSB must handle
 				w[2], w[len(w)-1] = 0x80, 0x80
 			}
-			if typ == quant.Q4_0 { // row 1 all 15s: the largest block sums
-				for b := rb; b < 2*rb; b += 18 {
-					for i := b + 2; i < b+18; i++ {
-						w[i] = 0xff
-					}
-				}
-			}
+			extremeRows(typ, w, rb)
 			deq := make([]float32, R*n)
 			if err := quant.Dequantize(typ, w, deq); err != nil {
 				t.Fatal(err)
 			}
 			a := randomActs(r, typ, T, n)
-			if typ == quant.Q4_0 {
-				// Tokens 0 and 1 at the int8 extremes: with row 1, the
-				// largest sums the packed kernels' int16 lanes must hold.
+			if typ != quant.Q8_0 {
+				// Tokens 0 and 1 at the int8 extremes: with the rows of
+				// extremeRows, the largest sums the kernels' int16 lanes
+				// must hold.
 				for tk, v := range []int8{127, -127} {
 					row := a.row(tk)
 					for i := range row.qs {
@@ -87,6 +82,9 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 					}
 					for b := range row.b8 {
 						row.b8[b] = 8 * 32 * int32(v)
+					}
+					for b := range row.bsums {
+						row.bsums[b] = 16 * int16(v)
 					}
 				}
 			}
@@ -172,6 +170,34 @@ func testKernelSet(t *testing.T, r *rand.Rand, ks map[quant.Type]kernel) {
 				}
 			}
 		}
+	}
+}
+
+// extremeRows sets weight rows (rb bytes each, in w) to the largest values
+// their encoding holds, keeping the f16 scales: row 1 every quant at its
+// maximum (Q4_0 nibbles 15; Q4_K and Q5_K every 6-bit scale and min 63 and
+// every value 15 or 31; Q6_K every value 63 with scale 127) and, for Q6_K,
+// row 2 every value 0 (−32) with scale −128.
+func extremeRows(typ quant.Type, w []byte, rb int) {
+	set := func(row, bs, from, to int, v byte) {
+		for b := row * rb; b < (row+1)*rb; b += bs {
+			for i := b + from; i < b+to; i++ {
+				w[i] = v
+			}
+		}
+	}
+	switch typ {
+	case quant.Q4_0:
+		set(1, 18, 2, 18, 0xff)
+	case quant.Q4_K:
+		set(1, 144, 4, 144, 0xff)
+	case quant.Q5_K:
+		set(1, 176, 4, 176, 0xff)
+	case quant.Q6_K:
+		set(1, 210, 0, 192, 0xff)
+		set(1, 210, 192, 208, 0x7f)
+		set(2, 210, 0, 192, 0)
+		set(2, 210, 192, 208, 0x80)
 	}
 }
 

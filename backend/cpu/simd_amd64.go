@@ -33,7 +33,39 @@ func addSIMDKernels(ks map[quant.Type]kernel, force string) string {
 	}
 	ks[quant.Q4_0] = q4
 	ks[quant.Q8_0] = kernel{one: dotQ8_0AVX2, four: dotQ8_0x4}
+	// The K-quant kernels are AVX2 in both sets: their scales multiply
+	// int16 pair sums (VPMADDWD), which VPDPBUSD's int32 sums would need
+	// widened and multiplied again.
+	ks[quant.Q4_K] = kernel{one: kOne(dotQ4_Kx1AVX2, 144), four: kFour(dotQ4_Kx4AVX2, 144)}
+	ks[quant.Q5_K] = kernel{one: kOne(dotQ5_Kx1AVX2, 176), four: kFour(dotQ5_Kx4AVX2, 176)}
+	ks[quant.Q6_K] = kernel{one: kOne(dotQ6_Kx1AVX2, 210), four: kFour(dotQ6_Kx4AVX2, 210)}
 	return name
+}
+
+// kAsm is the signature of the K-quant assembly: one weight row of nb
+// super-blocks by Q8_K activations (qs, d, bsums), tokens k bytes apart.
+type kAsm func(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
+
+// kOne and kFour wrap a K-quant kernel of bs bytes per super-block as the
+// matmul's one-token and four-token kernels (activation rows t+i·step).
+func kOne(f kAsm, bs int) dotKernel {
+	return func(w []byte, a arow) float32 {
+		var out float32
+		nb := len(a.d)
+		_, _, _ = w[bs*nb-1], a.qs[256*nb-1], a.bsums[16*nb-1]
+		f(&w[0], &a.qs[0], &a.d[0], &a.bsums[0], nb, 0, &out)
+		return out
+	}
+}
+
+func kFour(f kAsm, bs int) quadKernel {
+	return func(w []byte, a *acts, t, step int, out *[4]float32) {
+		r := &a.rs[t]
+		nb := len(r.d)
+		last := &a.rs[t+3*step]
+		_, _, _ = w[bs*nb-1], last.qs[256*nb-1], last.bsums[16*nb-1]
+		f(&w[0], &r.qs[0], &r.d[0], &r.bsums[0], nb, step*a.k, &out[0])
+	}
 }
 
 // The wrappers pass a token's blocks to the assembly; k, the bytes from one

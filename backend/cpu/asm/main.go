@@ -42,6 +42,12 @@ func main() {
 		dotQ4_0Packed8x1(nibbles, ones, 1024, vnni)
 		dotQ4_0Packed8x4(nibbles, ones, vnni)
 	}
+	kc := kQuantConsts(nibbles)
+	for _, n := range []int{1, 4} {
+		dotQ4KAVX2(n, kc)
+		dotQ5KAVX2(n, kc)
+		dotQ6KAVX2(n, kc)
+	}
 	dotF32VecAVX2()
 	fmaAxpyAVX2()
 	quantQ8_0AVX2()
@@ -176,18 +182,24 @@ func dotQ8_0AVX2(n int, ones Mem) {
 
 	out := ptr("out")
 	for t := 0; t < n; t++ {
-		// hsum_float_8: (hi+lo), then movehl, then movehdup.
-		x, u := acc[t].AsX(), XMM()
-		VEXTRACTF128(U8(1), acc[t], u)
-		VADDPS(u, x, x)
-		VMOVHLPS(x, x, u)
-		VADDPS(u, x, x)
-		VMOVSHDUP(x, u)
-		VADDSS(u, x, x)
-		VMOVSS(x, out.Offset(4*t))
+		VMOVSS(hsum8(acc[t]), out.Offset(4*t))
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// hsum8 sums the eight float lanes of v as ggml's hsum_float_8: (hi+lo),
+// then movehl, then movehdup; the sum is in lane 0 of the returned register
+// (v's own, clobbered).
+func hsum8(v VecVirtual) Register {
+	x, u := v.AsX(), XMM()
+	VEXTRACTF128(U8(1), v, u)
+	VADDPS(u, x, x)
+	VMOVHLPS(x, x, u)
+	VADDPS(u, x, x)
+	VMOVSHDUP(x, u)
+	VADDSS(u, x, x)
+	return x
 }
 
 // dotQ4_0Rows4AVX2 emits dotQ4_0r4x{n}AVX2: four Q4_0 weight rows (wstride
@@ -564,6 +576,430 @@ func quantQ8_0AVX2() {
 	DECQ(nb)
 	JMP(LabelRef("quantQ8_0_loop"))
 	Label("quantQ8_0_done")
+	VZEROUPPER()
+	RET()
+}
+
+// The K-quant kernels multiply one weight row of Q4_K, Q5_K or Q6_K
+// super-blocks (256 values) by n tokens' Q8_K activations: qs (int8, k bytes
+// from one token to the next), d (a float32 per 256 values, k/64 bytes
+// apart) and bsums (an int16 sum per 16 values, k/8 bytes apart). The
+// integer part of each super-block is ggml's AVX2 one: VPMADDUBSW (weights
+// unsigned, activations signed) gives int16 pair sums, VPMADDWD multiplies
+// them by the 16-value group's scale into eight int32 lanes, lane l holding
+// values 4l..4l+3 of every 32 (the kLanes of kernels.go). Activations are in
+// [−127, 127] (quantQ8K), so a pair sum is at most 2·15·127 = 3810 (Q4_K),
+// 2·31·127 = 7874 (Q5_K) or 2·63·127 = 16002 (Q6_K, before the −32 comes
+// off as VPMADDUBSW(32, a), at most 8128): no int16 saturates, the integers
+// are exact, and the float part follows the pure-Go kernels operation by
+// operation.
+
+// kConsts are the byte masks the K-quant kernels read from memory.
+type kConsts struct {
+	nib  Mem // 0x0f: low nibbles
+	b4   Mem // 0x10: Q5_K's fifth bit
+	b45  Mem // 0x30: Q6_K's two high bits
+	m32  Mem // 32: Q6_K's offset
+	sc16 Mem // VPSHUFB pattern: word 0 to the low 128 bits, word 1 to the high
+}
+
+func kQuantConsts(nibbles Mem) kConsts {
+	bytes := func(name string, b uint64) Mem {
+		m := GLOBL(name, RODATA|NOPTR)
+		for i := 0; i < 32; i += 8 {
+			DATA(i, U64(b*0x0101010101010101))
+		}
+		return m
+	}
+	c := kConsts{nib: nibbles, b4: bytes("bit4Mask", 0x10), b45: bytes("bits45Mask", 0x30), m32: bytes("bytes32", 32)}
+	c.sc16 = GLOBL("scalePairShuf", RODATA|NOPTR)
+	for i, v := range []uint64{0x0100010001000100, 0x0100010001000100, 0x0302030203020302, 0x0302030203020302} {
+		DATA(8*i, U64(v))
+	}
+	return c
+}
+
+// kToks addresses n (1 or 4) tokens' Q8_K activations.
+type kToks struct {
+	n     int
+	k, k3 Register // qs bytes from one token to the next, and 3k
+}
+
+// loadKToks loads parameter k for n = 4 tokens.
+func loadKToks(n int) kToks {
+	tk := kToks{n: n}
+	if n == 4 {
+		tk.k = Load(Param("k"), GP64())
+		tk.k3 = x3(tk.k)
+	}
+	return tk
+}
+
+// qs is token t's int8 values at m (token 0's).
+func (tk kToks) qs(m Mem, t int) Mem { return tokAddr(m, t, tk.k, tk.k3) }
+
+// per returns the stride of an array holding a value per 2^shift activation
+// bytes (d: 6, bsums with its two bytes per 16: 3), and its triple; temporary
+// registers, computed where needed to spare general registers in the loop.
+func (tk kToks) per(shift int) (s, s3 Register) {
+	if tk.n == 1 {
+		return nil, nil
+	}
+	s = GP64()
+	MOVQ(tk.k, s)
+	SHRQ(U8(shift), s)
+	return s, x3(s)
+}
+
+// gatherD returns the n tokens' scales d (a float32 each at m, token 0's),
+// token t in float lane t.
+func (tk kToks) gatherD(m Mem) VecVirtual {
+	x := XMM()
+	VMOVSS(m, x)
+	s, s3 := tk.per(6)
+	for t := 1; t < tk.n; t++ {
+		VINSERTPS(U8(t<<4), tokAddr(m, t, s, s3), x, x)
+	}
+	return x
+}
+
+// hsumI32 returns an XMM register whose int32 lane t is the sum of the eight
+// int32 lanes of v[t] (n = 1 or 4; v is clobbered). Integers: any order is exact.
+func hsumI32(v []VecVirtual) Register {
+	if len(v) == 1 {
+		x, u := v[0].AsX(), XMM()
+		VEXTRACTI128(U8(1), v[0], u)
+		VPADDD(u, x, x)
+		VPSHUFD(U8(0x4e), x, u)
+		VPADDD(u, x, x)
+		VPSHUFD(U8(0xb1), x, u)
+		VPADDD(u, x, x)
+		return x
+	}
+	VPHADDD(v[1], v[0], v[0])
+	VPHADDD(v[3], v[2], v[2])
+	VPHADDD(v[2], v[0], v[0])
+	s := XMM()
+	VEXTRACTI128(U8(1), v[0], s)
+	VPADDD(v[0].AsX(), s, s)
+	return s
+}
+
+// kScales unpacks the twelve bytes of 6-bit scales and mins of a Q4_K or
+// Q5_K super-block at s (kScaleMin in kernels.go, done as ggml's utmp
+// shuffle in general registers) and stores them at stk as sixteen int16:
+// the eight scales, then the eight mins.
+func kScales(s, stk Mem) {
+	const k1, k2, k3 = 0x3f3f3f3f, 0x0f0f0f0f, 0x03030303
+	u0, u1, u2, u3, v := GP32(), GP32(), GP32(), GP32(), GP32()
+	MOVL(s, u0)
+	MOVL(s.Offset(4), u1)
+	MOVL(s.Offset(8), u2)
+	// mins 4..7: low nibbles from the high nibbles of bytes 8..11, bits 4-5
+	// from the top bits of bytes 4..7.
+	MOVL(u2, u3)
+	SHRL(U8(4), u3)
+	ANDL(U32(k2), u3)
+	MOVL(u1, v)
+	SHRL(U8(6), v)
+	ANDL(U32(k3), v)
+	SHLL(U8(4), v)
+	ORL(v, u3)
+	// scales 4..7: the low nibbles of bytes 8..11, the top bits of bytes 0..3.
+	ANDL(U32(k2), u2)
+	MOVL(u0, v)
+	SHRL(U8(6), v)
+	ANDL(U32(k3), v)
+	SHLL(U8(4), v)
+	ORL(v, u2)
+	ANDL(U32(k1), u1) // mins 0..3
+	ANDL(U32(k1), u0) // scales 0..3
+	x := XMM()
+	VMOVD(u0, x)
+	VPINSRD(U8(1), u2, x, x)
+	VPINSRD(U8(2), u1, x, x)
+	VPINSRD(U8(3), u3, x, x)
+	y := YMM()
+	VPMOVZXBW(x, y)
+	VMOVDQU(y, stk)
+}
+
+// kMins returns an XMM register whose int32 lane t is token t's
+// Σ_j m_j·(Σ a over the 32 values of scale j): the bsums summed in pairs
+// (VPHADDW: at most 2·16·127 = 4064) and multiplied by the mins (int16 at
+// mins) with VPMADDWD.
+func (tk kToks) kMins(bsums, mins Mem) Register {
+	s, s3 := tk.per(3)
+	v := make([]VecVirtual, tk.n)
+	for t := range v {
+		b := tokAddr(bsums, t, s, s3)
+		v[t] = XMM()
+		VMOVDQU(b, v[t])
+		VPHADDW(b.Offset(16), v[t], v[t])
+		VPMADDWD(mins, v[t], v[t])
+	}
+	if tk.n == 1 {
+		x, u := v[0], XMM()
+		VPSHUFD(U8(0x4e), x, u)
+		VPADDD(u, x, x)
+		VPSHUFD(U8(0xb1), x, u)
+		VPADDD(u, x, x)
+		return x
+	}
+	VPHADDD(v[1], v[0], v[0])
+	VPHADDD(v[3], v[2], v[2])
+	VPHADDD(v[2], v[0], v[0])
+	return v[0]
+}
+
+// kDot adds to sums[t] the scaled products of 32 unsigned weight values q
+// with token t's 32 activations at a (token 0's): VPMADDUBSW pair sums,
+// VPMADDWD by the int16 scales sc.
+func (tk kToks) kDot(q, sc Op, a Mem, sums []VecVirtual) {
+	for t := range sums {
+		p := YMM()
+		VPMADDUBSW(tk.qs(a, t), q, p)
+		VPMADDWD(sc, p, p)
+		VPADDD(p, sums[t], sums[t])
+	}
+}
+
+// nibbles returns the low (h = 0) or high (h = 1) nibbles of raw.
+func nibbles(raw VecVirtual, h int, c kConsts) VecVirtual {
+	q := YMM()
+	if h == 0 {
+		VPAND(c.nib, raw, q)
+		return q
+	}
+	VPSRLW(U8(4), raw, q)
+	VPAND(c.nib, q, q)
+	return q
+}
+
+// kBlockLoop is blockLoop over nb super-blocks of bytes bytes at w.
+func kBlockLoop(name string, nb Register, w, qs, d, bs Mem, bytes int, body func()) {
+	blockLoop(name, nb, body, step{w.Base, bytes}, step{qs.Base, 256}, step{d.Base, 4}, step{bs.Base, 32})
+}
+
+const kSig = "func(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)"
+
+func kDoc(name, typ string, n int) {
+	Doc(fmt.Sprintf("%s writes to out the dot products of a %s row of nb super-blocks with %d tokens' Q8_K activations (qs k bytes apart, d k/64, bsums k/8), in the float order of dot%sGo.", name, typ, n, typ[:2]+typ[3:]))
+	Pragma("noescape")
+}
+
+// dotQ4KAVX2 emits dotQ4_Kx{n}AVX2. Per super-block: the integer Σ sc·q·a
+// (lanes summed) and Σ m·Σa, then, as dotQ4KGo does without fusing,
+// sum += d_a·(d·sumi − dmin·summ), for the n tokens in the float lanes of
+// one XMM register.
+func dotQ4KAVX2(n int, c kConsts) {
+	name := fmt.Sprintf("dotQ4_Kx%dAVX2", n)
+	TEXT(name, NOSPLIT, kSig)
+	kDoc(name, "Q4_K", n)
+	w, qs, d, bs := ptr("w"), ptr("qs"), ptr("d"), ptr("bsums")
+	nb := Load(Param("nb"), GP64())
+	tk := loadKToks(n)
+	stk := AllocLocal(32)
+	acc := XMM()
+	VXORPS(acc, acc, acc)
+
+	kBlockLoop(name, nb, w, qs, d, bs, 144, func() {
+		kScales(w.Offset(4), stk)
+		sumi := zeroed(n, YMM)
+		for j := 0; j < 4; j++ { // 64 values: 32 bytes of nibbles
+			raw := YMM()
+			VMOVDQU(w.Offset(16+32*j), raw)
+			for h := 0; h < 2; h++ {
+				q, sc := nibbles(raw, h, c), YMM()
+				VPBROADCASTW(stk.Offset(2*(2*j+h)), sc)
+				tk.kDot(q, sc, qs.Offset(64*j+32*h), sumi)
+			}
+		}
+		si := hsumI32(sumi)
+		sm := tk.kMins(bs, stk.Offset(16))
+		dm, dd := XMM(), XMM()
+		VCVTPH2PS(w, dm) // d, dmin
+		VBROADCASTSS(dm, dd)
+		VMOVSHDUP(dm, dm)
+		VBROADCASTSS(dm, dm)
+		VCVTDQ2PS(si, si)
+		VCVTDQ2PS(sm, sm)
+		VMULPS(dd, si, si) // d·sumi
+		VMULPS(dm, sm, sm) // dmin·summ
+		VSUBPS(sm, si, si)
+		VMULPS(tk.gatherD(d), si, si) // d_a·(…)
+		VADDPS(si, acc, acc)
+	})
+
+	out := ptr("out")
+	if n == 1 {
+		VMOVSS(acc, out)
+	} else {
+		VMOVUPS(acc, out)
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// lanesEpilogue adds a super-block's integer lanes sumi[t] into the float
+// accumulators acc[t] as fma(d_a·dw, lane, acc) (dw: the weight scale in
+// every lane), as dotQ5KGo and dotQ6KGo do.
+func (tk kToks) lanesEpilogue(d Mem, dw VecVirtual, sumi, acc []VecVirtual) {
+	s, s3 := tk.per(6)
+	for t := range sumi {
+		dt := YMM()
+		VBROADCASTSS(tokAddr(d, t, s, s3), dt)
+		VMULPS(dw, dt, dt) // d_a·d_w
+		VCVTDQ2PS(sumi[t], sumi[t])
+		VFMADD231PS(sumi[t], dt, acc[t])
+	}
+}
+
+// dotQ5KAVX2 emits dotQ5_Kx{n}AVX2: integer lanes as for Q4_K with each
+// value's fifth bit from qh (bit 2j of qh[i] for value 64j+i, bit 2j+1 for
+// 64j+32+i) moved to bit 4, then dotQ5KGo's floats: per lane
+// fma(d_a·d, lane, acc), the mins as summs = fma(−d_a·dmin, summ, summs)
+// (tokens in XMM lanes), and at the end hsum8(acc) + summs.
+func dotQ5KAVX2(n int, c kConsts) {
+	name := fmt.Sprintf("dotQ5_Kx%dAVX2", n)
+	TEXT(name, NOSPLIT, kSig)
+	kDoc(name, "Q5_K", n)
+	w, qs, d, bs := ptr("w"), ptr("qs"), ptr("d"), ptr("bsums")
+	nb := Load(Param("nb"), GP64())
+	tk := loadKToks(n)
+	stk := AllocLocal(32)
+	acc := zeroed(n, YMM)
+	summs := XMM()
+	VXORPS(summs, summs, summs)
+
+	kBlockLoop(name, nb, w, qs, d, bs, 176, func() {
+		kScales(w.Offset(4), stk)
+		qh := YMM()
+		VMOVDQU(w.Offset(16), qh)
+		sumi := zeroed(n, YMM)
+		for j := 0; j < 4; j++ {
+			raw := YMM()
+			VMOVDQU(w.Offset(48+32*j), raw)
+			for h := 0; h < 2; h++ {
+				q, hb := nibbles(raw, h, c), YMM()
+				switch sh := 4 - (2*j + h); { // bit 2j+h of each byte to bit 4
+				case sh > 0:
+					VPSLLW(U8(sh), qh, hb)
+					VPAND(c.b4, hb, hb)
+				case sh < 0:
+					VPSRLW(U8(-sh), qh, hb)
+					VPAND(c.b4, hb, hb)
+				default:
+					VPAND(c.b4, qh, hb)
+				}
+				VPOR(hb, q, q)
+				sc := YMM()
+				VPBROADCASTW(stk.Offset(2*(2*j+h)), sc)
+				tk.kDot(q, sc, qs.Offset(64*j+32*h), sumi)
+			}
+		}
+		dm, dw := XMM(), YMM()
+		VCVTPH2PS(w, dm) // d, dmin
+		VBROADCASTSS(dm, dw)
+		tk.lanesEpilogue(d, dw, sumi, acc)
+		sm := tk.kMins(bs, stk.Offset(16))
+		VCVTDQ2PS(sm, sm)
+		VMOVSHDUP(dm, dm)
+		VBROADCASTSS(dm, dm)
+		VMULPS(tk.gatherD(d), dm, dm) // d_a·dmin
+		VFNMADD231PS(sm, dm, summs)   // summs − d_a·dmin·summ, rounded once
+	})
+
+	out := ptr("out")
+	if n == 1 {
+		s := hsum8(acc[0])
+		VADDSS(summs, s, s)
+		VMOVSS(s, out)
+	} else {
+		r := XMM()
+		for t := range acc {
+			s := hsum8(acc[t])
+			if t == 0 {
+				VMOVAPS(s, r)
+			} else {
+				VINSERTPS(U8(t<<4), s, r, r)
+			}
+		}
+		VADDPS(summs, r, r)
+		VMOVUPS(r, out)
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// dotQ6KAVX2 emits dotQ6_Kx{n}AVX2, ggml_vec_dot_q6_K_q8_K on AVX2: per 32
+// values the six-bit q (four low bits from ql, two high from qh), pair sums
+// VPMADDUBSW(q, a) − VPMADDUBSW(32, a), VPMADDWD by the int8 scales of the
+// two 16-value halves (one per 128-bit half), then per lane
+// fma(d_a·d, lane, acc) and hsum8, as dotQ6KGo.
+func dotQ6KAVX2(n int, c kConsts) {
+	name := fmt.Sprintf("dotQ6_Kx%dAVX2", n)
+	TEXT(name, NOSPLIT, kSig)
+	kDoc(name, "Q6_K", n)
+	w, qs, d, bs := ptr("w"), ptr("qs"), ptr("d"), ptr("bsums")
+	nb := Load(Param("nb"), GP64())
+	tk := loadKToks(n)
+	stk := AllocLocal(32)
+	acc := zeroed(n, YMM)
+	m32 := YMM()
+	VMOVDQU(c.m32, m32)
+
+	kBlockLoop(name, nb, w, qs, d, bs, 210, func() {
+		sc16 := YMM()
+		VPMOVSXBW(w.Offset(192), sc16)
+		VMOVDQU(sc16, stk)
+		sumi := zeroed(n, YMM)
+		for h := 0; h < 2; h++ { // 128 values: 64 bytes of ql, 32 of qh
+			for i := 0; i < 4; i++ { // values 128h+32i..
+				g := 4*h + i
+				q, hb := YMM(), YMM()
+				VMOVDQU(w.Offset(64*h+32*(i&1)), q)
+				if i >= 2 {
+					VPSRLW(U8(4), q, q)
+				}
+				VPAND(c.nib, q, q)
+				VMOVDQU(w.Offset(128+32*h), hb)
+				switch i { // bits 2i, 2i+1 of qh to bits 4, 5
+				case 0:
+					VPSLLW(U8(4), hb, hb)
+				case 1:
+					VPSLLW(U8(2), hb, hb)
+				case 3:
+					VPSRLW(U8(2), hb, hb)
+				}
+				VPAND(c.b45, hb, hb)
+				VPOR(hb, q, q)
+				sc := YMM()
+				VPBROADCASTD(stk.Offset(4*g), sc)
+				VPSHUFB(c.sc16, sc, sc)
+				for t := range sumi {
+					a := tk.qs(qs.Offset(32*g), t)
+					p, o := YMM(), YMM()
+					VPMADDUBSW(a, q, p)
+					VPMADDUBSW(a, m32, o)
+					VPSUBW(o, p, p)
+					VPMADDWD(sc, p, p)
+					VPADDD(p, sumi[t], sumi[t])
+				}
+			}
+		}
+		h, dw := GP32(), YMM()
+		MOVWLZX(w.Offset(208), h)
+		VMOVD(h, dw.AsX())
+		VCVTPH2PS(dw.AsX(), dw.AsX())
+		VBROADCASTSS(dw.AsX(), dw)
+		tk.lanesEpilogue(d, dw, sumi, acc)
+	})
+
+	out := ptr("out")
+	for t := range acc {
+		VMOVSS(hsum8(acc[t]), out.Offset(4*t))
+	}
 	VZEROUPPER()
 	RET()
 }
