@@ -145,7 +145,9 @@ func kScaleMin(s []byte) (sc, m [8]int32) {
 }
 
 // dotQ4KGo is ggml_vec_dot_q4_K_q8_K: d_a·(d·Σ sc·Σ q·a − dmin·Σ m·Σ a), the
-// sums of a from the activation block's bsums.
+// sums of a from the activation block's bsums. Every product is rounded
+// before the subtraction and the sum (the explicit conversions keep the
+// compiler from fusing them when GOAMD64 ≥ v3; the assembly does not fuse).
 func dotQ4KGo(w []byte, a arow) float32 {
 	var sum float32
 	for b, da := range a.d {
@@ -164,7 +166,7 @@ func dotQ4KGo(w []byte, a arow) float32 {
 			sumi += sc[2*c]*s0 + sc[2*c+1]*s1
 			summ += m[2*c]*int32(bs[4*c]+bs[4*c+1]) + m[2*c+1]*int32(bs[4*c+2]+bs[4*c+3])
 		}
-		sum += da * (f16(blk)*float32(sumi) - f16(blk[2:])*float32(summ))
+		sum += float32(da * (float32(f16(blk)*float32(sumi)) - float32(f16(blk[2:])*float32(summ))))
 	}
 	return sum
 }
