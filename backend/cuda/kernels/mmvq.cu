@@ -744,8 +744,9 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     }
 }
 
+// (mmv1_impl calls pdl_entry itself, after its first weight loads)
 #define MMV1(TY, G, JC, D, NAME) \
-    extern "C" __global__ void __launch_bounds__(256, 2) mmv1_##G##_##JC##_##D##NAME(MQ p) { pdl_entry(); mmv1_impl<TY, G, JC, D>(p); }
+    extern "C" __global__ void __launch_bounds__(256, 2) mmv1_##G##_##JC##_##D##NAME(MQ p) { mmv1_impl<TY, G, JC, D>(p); }
 // the variants mqLaunch picks: at most 8 loads in flight per lane and set
 #define MMV1_T_Q4_0                                                                                                 \
     MMV1(T_Q4_0, 4, 2, 0, _T_Q4_0) MMV1(T_Q4_0, 2, 2, 0, _T_Q4_0) MMV1(T_Q4_0, 1, 2, 0, _T_Q4_0)                   \
