@@ -426,7 +426,8 @@ type chunk struct {
 const chunkSize = 256 << 20
 
 // maxCounters bounds the tokens of a pass that a last-block-done kernel
-// (moe_router) serves in one launch.
+// (moe_router) serves in one launch, and the (token, head) pairs of an
+// attn_partial that merges its splits itself.
 const maxCounters = 1 << 16
 
 // scratch returns n bytes of pass scratch, 256-byte aligned.

@@ -586,11 +586,20 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 	S := b.splits()
 	part := b.scratch(int64(T*H*S*(kvl+2)) * 4)
 	olat := &tensor{ptr: b.scratch(int64(T*H*kvl) * 4), rows: T, cols: H * kvl, stride: H * kvl}
-	b.record("attn_partial", grid2(T*H, S), [3]uint32{256, 1, 1}, int64(T*H)*int64(b.maxPos+1)*int64(W)*k.esize,
+	// the last split of each head to finish merges them, where counters allow
+	hg := 1 // heads per block
+	fused := T*H/hg <= maxCounters && !b.NoFusion
+	var merged uintptr
+	if fused {
+		merged = olat.ptr
+	}
+	b.record("attn_partial_1_4", grid2(T*H/hg, S), [3]uint32{256, 1, 1}, int64(T*H/hg)*int64(b.maxPos+1)*int64(W)*k.esize,
 		uint64(part), uint64(query), uint64(qq.ptr), uint64(qq.stride), uint64(nope), uint64(freqs),
-		uint64(k.layer(layer)), uint64(b.posDev()), uint64(H), uint64(S), f32bits(scale))
-	b.record("attn_combine", grid1(T*H), [3]uint32{256, 1, 1}, int64(T*H*(S+1)*(kvl+2))*4,
-		uint64(olat.ptr), uint64(part), uint64(S))
+		uint64(k.layer(layer)), uint64(b.posDev()), uint64(H), uint64(S), f32bits(scale), uint64(merged), uint64(b.counters))
+	if !fused {
+		b.record("attn_combine", grid1(T*H), [3]uint32{256, 1, 1}, int64(T*H*(S+1)*(kvl+2))*4,
+			uint64(olat.ptr), uint64(part), uint64(S))
+	}
 	// o[h] = v_b[h]·o_lat[h]; each head's latent is its own row of the rounded input
 	b.writes(d)
 	oin := input{src: olat.ptr, rs: int64(H * kvl), rows: T, S: H, L: kvl, segStride: int64(kvl), srcSpan: spanOf(olat)}
@@ -681,10 +690,9 @@ func (b *Backend) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing)
 	}
 	if router.typ == quant.F32 && K%4 == 0 && in.S == 1 && in.src%16 == 0 && T <= maxCounters {
 		// one launch: norm, router rows, scores, top-k, weights
-		b.record("moe_router", grid2(ceilDiv(E, 8), T), [3]uint32{256, 1, 1}, int64(E*K+T*K)*4,
+		b.record("moe_router", grid2(E, T), [3]uint32{256, 1, 1}, int64(E*K+T*K)*4,
 			uint64(ids), uint64(wts), uint64(logits), uint64(b.counters), uint64(in.src), uint64(in.rs), uint64(in.norm), f32bits(in.eps),
 			uint64(router.ptr), uint64(bias), uint64(K), uint64(E), uint64(used), uint64(b2i(r.Sigmoid)), uint64(b2i(r.Norm)), f32bits(r.Scale))
-		b.withShared(4 * K)
 	} else {
 		b.product(router, in, output{N: E, y: logits, ys: int64(E), T: T, ny: 1, xRows: 1})
 		b.record("moe_route", grid1(T), [3]uint32{32, 1, 1}, int64(T*E)*4,

@@ -164,111 +164,177 @@ extern "C" __global__ void kv_finish(cache_t* layer, float* kv, i64 ks, const in
     }
 }
 
+// attn_merge merges the S splits of head th (t·H + h) into
+// olat[t][h·KV_LORA..]: each split's (max, sum, Σ e·latent) rescaled to the
+// largest max. The splits' factors go to shared memory first, so the sum
+// over splits is plain loads (8 in flight per thread) instead of a chain
+// of dependent ones. The parts are read past L1 (__ldcg): other blocks of
+// the same launch may have written them.
+#define MAX_SPLITS 64
+__device__ void attn_merge(float* olat, const float* part, int S, int th) {
+    __shared__ float ws[MAX_SPLITS];
+    const float* p = part + (i64)th * S * (KV_LORA + 2);
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        float M = -INFINITY;
+        for (int s = lane; s < S; s += 32) M = fmaxf(M, __ldcg(p + s * (KV_LORA + 2)));
+        M = warp_max(M);
+        float L = 0.f;
+        for (int s = lane; s < S; s += 32) {
+            const float ms = __ldcg(p + s * (KV_LORA + 2));
+            const float f = ms == -INFINITY ? 0.f : expf(ms - M);
+            ws[s] = f;
+            L += __ldcg(p + s * (KV_LORA + 2) + 1) * f;
+        }
+        L = warp_sum(L);
+        for (int s = lane; s < S; s += 32) ws[s] /= L;
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < KV_LORA; j += blockDim.x) {
+        float a = 0.f;
+#pragma unroll 8
+        for (int s = 0; s < S; s++) a += __ldcg(p + s * (KV_LORA + 2) + 2 + j) * ws[s];
+        olat[(i64)th * KV_LORA + j] = a;
+    }
+}
+
 #define ATT_WARPS 8
-#define ATT_POS 4
-// attn_partial is one split of split-K attention: block (t·H + h, s) runs an
-// online softmax over its share of positions 0..pos[t] for head h and writes
-// (max, sum, Σ e·latent) to part. The query is q_lat (from the k_b product,
-// in query) and q_pe, read from q and rotated here when freqs is set (the q
-// RoPE fused). Each warp takes ATT_POS positions per step, their loads all
-// in flight; each lane holds KV_LORA/32 accumulators.
-extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32) attn_partial(float* part, const float* query, const float* q, i64 qs, int nope,
-                                                                          const float* freqs, const cache_t* layer, const int* pos, int H,
-                                                                          int S, float scale) {
+// attn_partial is one split of split-K attention: block (t·H/HG + g, s)
+// runs an online softmax over its share of positions 0..pos[t] for the HG
+// heads g·HG.. and writes each one's (max, sum, Σ e·latent) to part. Every
+// head reads the same latent rows (MLA: one cache row per position), so a
+// block serving HG heads loads each row once for all of them: HG times
+// fewer bytes from L2, which bounds attention at long context. The query
+// is q_lat (from the k_b product, in query) and q_pe, read from q and
+// rotated here when freqs is set (the q RoPE fused). Each warp takes AP
+// positions per step, their loads all in flight; each lane holds HG ×
+// KV_LORA/32 accumulators. With olat set, the last split of a head group
+// to finish merges the splits (attn_combine's work, without its launch).
+template <int HG, int AP>
+__device__ __forceinline__ void attn_partial_impl(float* part, const float* query, const float* q, i64 qs, int nope, const float* freqs,
+                                                  const cache_t* layer, const int* pos, int H, int S, float scale, float* olat,
+                                                  unsigned* counter) {
     pdl_entry();
-    __shared__ float qsh[CACHE_W];
+    __shared__ float qsh[HG][CACHE_W];
     __shared__ float msh[ATT_WARPS], lsh[ATT_WARPS];
     __shared__ float ash[ATT_WARPS][KV_LORA];
-    const int th = blockIdx.x, t = th / H, h = th % H, s = blockIdx.y;
+    __shared__ bool last;
+    const int G = H / HG, tg = blockIdx.x, t = tg / G, h0 = (tg % G) * HG, s = blockIdx.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n = pos[t] + 1, chunk = (n + S - 1) / S, p0 = s * chunk, p1 = min(n, p0 + chunk);
     const int rope = CACHE_W - KV_LORA;
-    for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) qsh[i] = query[(i64)th * CACHE_W + i];
-    for (int k = threadIdx.x; k < rope / 2; k += blockDim.x) {
-        const float* v = q + t * qs + h * (nope + rope) + nope + 2 * k;
-        float a = v[0], b = v[1];
-        if (freqs) rope_pair(a, b, pos[t], freqs[k]);
-        qsh[KV_LORA + 2 * k] = a;
-        qsh[KV_LORA + 2 * k + 1] = b;
+#pragma unroll
+    for (int hh = 0; hh < HG; hh++) {
+        const int th = t * H + h0 + hh;
+        for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) qsh[hh][i] = query[(i64)th * CACHE_W + i];
+        for (int k = threadIdx.x; k < rope / 2; k += blockDim.x) {
+            const float* v = q + t * qs + (h0 + hh) * (nope + rope) + nope + 2 * k;
+            float a = v[0], b = v[1];
+            if (freqs) rope_pair(a, b, pos[t], freqs[k]);
+            qsh[hh][KV_LORA + 2 * k] = a;
+            qsh[hh][KV_LORA + 2 * k + 1] = b;
+        }
     }
     __syncthreads();
-    const int NA = KV_LORA / 32;
-    float acc[NA];
+    constexpr int NA = KV_LORA / 32;
+    float acc[HG][NA], m[HG], l[HG];
 #pragma unroll
-    for (int u = 0; u < NA; u++) acc[u] = 0.f;
-    float m = -INFINITY, l = 0.f;
-    for (int pb = p0 + warp * ATT_POS; pb < p1; pb += ATT_WARPS * ATT_POS) {
-        float lat[ATT_POS][NA], d[ATT_POS];
+    for (int hh = 0; hh < HG; hh++) {
+        m[hh] = -INFINITY, l[hh] = 0.f;
 #pragma unroll
-        for (int j = 0; j < ATT_POS; j++) {
+        for (int u = 0; u < NA; u++) acc[hh][u] = 0.f;
+    }
+    for (int pb = p0 + warp * AP; pb < p1; pb += ATT_WARPS * AP) {
+        float lat[AP][NA], d[AP][HG];
+#pragma unroll
+        for (int j = 0; j < AP; j++) {
             const cache_t* row = layer + (i64)min(pb + j, p1 - 1) * CACHE_W;
-            d[j] = 0.f;
+#pragma unroll
+            for (int hh = 0; hh < HG; hh++) d[j][hh] = 0.f;
 #pragma unroll
             for (int u = 0; u < NA; u++) {
                 lat[j][u] = cload(row[u * 32 + lane]);
-                d[j] += qsh[u * 32 + lane] * lat[j][u];
+#pragma unroll
+                for (int hh = 0; hh < HG; hh++) d[j][hh] += qsh[hh][u * 32 + lane] * lat[j][u];
             }
-            for (int i = KV_LORA + lane; i < CACHE_W; i += 32) d[j] += qsh[i] * cload(row[i]);
+            for (int i = KV_LORA + lane; i < CACHE_W; i += 32) {
+                const float c = cload(row[i]);
+#pragma unroll
+                for (int hh = 0; hh < HG; hh++) d[j][hh] += qsh[hh][i] * c;
+            }
         }
 #pragma unroll
-        for (int j = 0; j < ATT_POS; j++) d[j] = warp_sum(d[j]) * scale;
+        for (int j = 0; j < AP; j++)
 #pragma unroll
-        for (int j = 0; j < ATT_POS; j++) {
+            for (int hh = 0; hh < HG; hh++) d[j][hh] = warp_sum(d[j][hh]) * scale;
+#pragma unroll
+        for (int j = 0; j < AP; j++) {
             if (pb + j >= p1) break;
-            float mn = fmaxf(m, d[j]);
-            float corr = expf(m - mn), e = expf(d[j] - mn);
-            l = l * corr + e;
 #pragma unroll
-            for (int u = 0; u < NA; u++) acc[u] = acc[u] * corr + e * lat[j][u];
-            m = mn;
+            for (int hh = 0; hh < HG; hh++) {
+                const float mn = fmaxf(m[hh], d[j][hh]);
+                const float corr = expf(m[hh] - mn), e = expf(d[j][hh] - mn);
+                l[hh] = l[hh] * corr + e;
+#pragma unroll
+                for (int u = 0; u < NA; u++) acc[hh][u] = acc[hh][u] * corr + e * lat[j][u];
+                m[hh] = mn;
+            }
         }
     }
-    if (lane == 0) { msh[warp] = m; lsh[warp] = l; }
 #pragma unroll
-    for (int u = 0; u < NA; u++) ash[warp][u * 32 + lane] = acc[u];
+    for (int hh = 0; hh < HG; hh++) {  // the warps' states of head h0+hh into its part
+        if (hh > 0) __syncthreads();  // ash is free again
+        if (lane == 0) { msh[warp] = m[hh]; lsh[warp] = l[hh]; }
+#pragma unroll
+        for (int u = 0; u < NA; u++) ash[warp][u * 32 + lane] = acc[hh][u];
+        __syncthreads();
+        float M = -INFINITY;
+        for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, msh[w]);
+        float* out = part + ((i64)(t * H + h0 + hh) * S + s) * (KV_LORA + 2);
+        if (M == -INFINITY) {  // no positions in this split
+            if (threadIdx.x == 0) { out[0] = -INFINITY; out[1] = 0.f; }
+            continue;
+        }
+        float f[ATT_WARPS];
+        float L = 0.f;
+        for (int w = 0; w < ATT_WARPS; w++) {
+            f[w] = msh[w] == -INFINITY ? 0.f : expf(msh[w] - M);
+            L += lsh[w] * f[w];
+        }
+        for (int j = threadIdx.x; j < KV_LORA; j += blockDim.x) {
+            float a = 0.f;
+            for (int w = 0; w < ATT_WARPS; w++) a += ash[w][j] * f[w];
+            out[2 + j] = a;
+        }
+        if (threadIdx.x == 0) { out[0] = M; out[1] = L; }
+    }
+    if (!olat) return;
+    __threadfence();
     __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, msh[w]);
-    float* out = part + ((i64)th * S + s) * (KV_LORA + 2);
-    if (M == -INFINITY) {  // no positions in this split
-        if (threadIdx.x == 0) { out[0] = -INFINITY; out[1] = 0.f; }
-        return;
+    if (threadIdx.x == 0) last = atomicAdd(counter + tg, 1u) == (unsigned)S - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+#pragma unroll
+    for (int hh = 0; hh < HG; hh++) {
+        if (hh > 0) __syncthreads();  // attn_merge's factors are free again
+        attn_merge(olat, part, S, t * H + h0 + hh);
     }
-    float f[ATT_WARPS];
-    float L = 0.f;
-    for (int w = 0; w < ATT_WARPS; w++) {
-        f[w] = msh[w] == -INFINITY ? 0.f : expf(msh[w] - M);
-        L += lsh[w] * f[w];
-    }
-    for (int j = threadIdx.x; j < KV_LORA; j += blockDim.x) {
-        float a = 0.f;
-        for (int w = 0; w < ATT_WARPS; w++) a += ash[w][j] * f[w];
-        out[2 + j] = a;
-    }
-    if (threadIdx.x == 0) { out[0] = M; out[1] = L; }
+    if (threadIdx.x == 0) counter[tg] = 0;
 }
+
+#define ATTN_PARTIAL(HG, AP)                                                                                                         \
+    extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)                                                                    \
+        attn_partial_##HG##_##AP(float* part, const float* query, const float* q, i64 qs, int nope, const float* freqs,             \
+                                 const cache_t* layer, const int* pos, int H, int S, float scale, float* olat, unsigned* counter) { \
+        attn_partial_impl<HG, AP>(part, query, q, qs, nope, freqs, layer, pos, H, S, scale, olat, counter);                        \
+    }
+ATTN_PARTIAL(1, 4)
 
 // attn_combine merges the S splits of block t·H + h into olat[t][h·KV_LORA..].
 extern "C" __global__ void attn_combine(float* olat, const float* part, int S) {
     pdl_entry();
-    const int th = blockIdx.x;
-    const float* p = part + (i64)th * S * (KV_LORA + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < S; s++) M = fmaxf(M, p[s * (KV_LORA + 2)]);
-    float L = 0.f;
-    for (int s = 0; s < S; s++) {
-        float ms = p[s * (KV_LORA + 2)];
-        if (ms != -INFINITY) L += p[s * (KV_LORA + 2) + 1] * expf(ms - M);
-    }
-    float inv = 1.f / L;
-    for (int j = threadIdx.x; j < KV_LORA; j += blockDim.x) {
-        float a = 0.f;
-        for (int s = 0; s < S; s++) {
-            float ms = p[s * (KV_LORA + 2)];
-            if (ms != -INFINITY) a += p[s * (KV_LORA + 2) + 2 + j] * expf(ms - M);
-        }
-        olat[(i64)th * KV_LORA + j] = a * inv;
-    }
+    attn_merge(olat, part, S, blockIdx.x);
 }
 
 // swiglu: d = silu(g) · u.
@@ -351,47 +417,61 @@ extern "C" __global__ void moe_route(int* ids, float* wts, const float* logits, 
     route_token(ids + t * used, wts + t * used, logits + (i64)t * E, bias, E, used, sigm, norm, wscale, p, taken);
 }
 
-// moe_router is the whole routing of token blockIdx.y in one launch: each
-// block takes 8 experts' rows of the float32 router against rms(h) (the
-// norm done here), and the last block to finish routes.
+// moe_router is the whole routing of token blockIdx.y in one launch: block
+// e takes expert e's float32 router row against rms(h) (the norm done
+// here), and the last block to finish routes. The row is loaded before the
+// kernel waits for the one before it (weights never change), each thread
+// holding its 16-byte pieces at once, so a block costs about one round
+// trip for h and two block reductions; one block per expert keeps them all
+// in flight (a warp per expert left each lane 16 loads in a row).
+#define ROUTER_RQ 4
 extern "C" __global__ void __launch_bounds__(256) moe_router(int* ids, float* wts, float* logits, unsigned* counter, const float* h, i64 hs,
                                                              const float* nw, float eps, const float* router, const float* bias, int K,
                                                              int E, int used, int sigm, int norm, float wscale) {
-    pdl_entry();
-    extern __shared__ __align__(16) float hsm[];
     __shared__ float red[32];
     __shared__ float p[1024];
     __shared__ int taken[1024];
     __shared__ bool last;
-    const int t = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int t = blockIdx.y, e = blockIdx.x, n4 = K / 4;
+    const float4* r = (const float4*)(router + (i64)e * K);
+    float4 rv[ROUTER_RQ];
+#pragma unroll
+    for (int j = 0; j < ROUTER_RQ; j++) {
+        const int i = threadIdx.x + j * blockDim.x;
+        rv[j] = i < n4 ? r[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    pdl_entry();
     const float* x = h + t * hs;
-    for (int i = threadIdx.x; i < K; i += blockDim.x) hsm[i] = x[i];
-    if (nw) {
-        float scale = 1.f / sqrtf(row_sumsq(x, K, red) / (float)K + eps);
-        for (int i = threadIdx.x; i < K; i += blockDim.x) hsm[i] = (hsm[i] * scale) * nw[i];
-    }
-    __syncthreads();
-    const int e = blockIdx.x * 8 + warp;
-    if (e < E) {
-        const float4* r = (const float4*)(router + (i64)e * K);
-        const float4* hv = (const float4*)hsm;
-        float acc = 0.f;
-        for (int i = lane; i < K / 4; i += 32) {
-            float4 a = r[i], b = hv[i];
-            acc += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    float scale = 1.f;
+    if (nw) scale = 1.f / sqrtf(row_sumsq(x, K, red) / (float)K + eps);
+    const float4* x4 = (const float4*)x;
+    const float4* g4 = (const float4*)nw;
+    auto dot = [&](float4 a, int i) {
+        float4 v = x4[i];
+        if (nw) {
+            const float4 g = g4[i];
+            v.x = (v.x * scale) * g.x, v.y = (v.y * scale) * g.y, v.z = (v.z * scale) * g.z, v.w = (v.w * scale) * g.w;
         }
-        acc = warp_sum(acc);
-        if (lane == 0) logits[(i64)t * E + e] = acc;
+        return a.x * v.x + a.y * v.y + a.z * v.z + a.w * v.w;
+    };
+    float acc = 0.f;
+#pragma unroll
+    for (int j = 0; j < ROUTER_RQ; j++) {
+        const int i = threadIdx.x + j * blockDim.x;
+        if (i < n4) acc += dot(rv[j], i);
     }
+    for (int i = threadIdx.x + ROUTER_RQ * blockDim.x; i < n4; i += blockDim.x) acc += dot(r[i], i);  // K past 4096
+    acc = block_sum(acc, red);
+    if (threadIdx.x == 0) logits[(i64)t * E + e] = acc;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(counter + t, 1u) == gridDim.x - 1;
     __syncthreads();
     if (!last) return;
     __threadfence();
-    if (warp == 0) {
+    if (threadIdx.x < 32) {
         route_token(ids + t * used, wts + t * used, logits + (i64)t * E, bias, E, used, sigm, norm, wscale, p, taken);
-        if (lane == 0) counter[t] = 0;
+        if (threadIdx.x == 0) counter[t] = 0;
     }
 }
 
