@@ -835,7 +835,7 @@ DATA scalePairShuf<>+24(SB)/8, $0x0302030203020302
 GLOBL scalePairShuf<>(SB), RODATA|NOPTR, $32
 
 // func dotQ4_Kx1AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ4_Kx1AVX2(SB), NOSPLIT, $32-56
 	MOVQ   w+0(FP), AX
 	MOVQ   qs+8(FP), CX
@@ -847,6 +847,9 @@ TEXT ·dotQ4_Kx1AVX2(SB), NOSPLIT, $32-56
 dotQ4_Kx1AVX2_loop:
 	TESTQ        SI, SI
 	JZ           dotQ4_Kx1AVX2_done
+	PREFETCHT0   512(AX)
+	PREFETCHT0   576(AX)
+	PREFETCHT0   640(AX)
 	MOVL         4(AX), DI
 	MOVL         8(AX), R8
 	MOVL         12(AX), R9
@@ -960,7 +963,7 @@ dotQ4_Kx1AVX2_done:
 	RET
 
 // func dotQ5_Kx1AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotQ5_Kx1AVX2(SB), NOSPLIT, $32-56
 	MOVQ   w+0(FP), AX
 	MOVQ   qs+8(FP), CX
@@ -973,6 +976,9 @@ TEXT ·dotQ5_Kx1AVX2(SB), NOSPLIT, $32-56
 dotQ5_Kx1AVX2_loop:
 	TESTQ        SI, SI
 	JZ           dotQ5_Kx1AVX2_done
+	PREFETCHT0   512(AX)
+	PREFETCHT0   576(AX)
+	PREFETCHT0   640(AX)
 	MOVL         4(AX), DI
 	MOVL         8(AX), R8
 	MOVL         12(AX), R9
@@ -1111,7 +1117,7 @@ dotQ5_Kx1AVX2_done:
 	RET
 
 // func dotQ6_Kx1AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
-// Requires: AVX, AVX2, F16C, FMA3
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
 TEXT ·dotQ6_Kx1AVX2(SB), NOSPLIT, $32-56
 	MOVQ    w+0(FP), AX
 	MOVQ    qs+8(FP), CX
@@ -1124,6 +1130,10 @@ TEXT ·dotQ6_Kx1AVX2(SB), NOSPLIT, $32-56
 dotQ6_Kx1AVX2_loop:
 	TESTQ        SI, SI
 	JZ           dotQ6_Kx1AVX2_done
+	PREFETCHT0   512(AX)
+	PREFETCHT0   576(AX)
+	PREFETCHT0   640(AX)
+	PREFETCHT0   704(AX)
 	VPMOVSXBW    192(AX), Y2
 	VMOVDQU      Y2, (SP)
 	VXORPS       Y2, Y2, Y2

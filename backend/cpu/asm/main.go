@@ -776,9 +776,21 @@ func nibbles(raw VecVirtual, h int, c kConsts) VecVirtual {
 	return q
 }
 
-// kBlockLoop is blockLoop over nb super-blocks of bytes bytes at w.
-func kBlockLoop(name string, nb Register, w, qs, d, bs Mem, bytes int, body func()) {
-	blockLoop(name, nb, body, step{w.Base, bytes}, step{qs.Base, 256}, step{d.Base, 4}, step{bs.Base, 32})
+// kPrefetch is how far ahead of the super-block in hand the one-token
+// K-quant kernels prefetch the weights, which decode streams from memory
+// once (rows are contiguous, so this runs into the worker's next rows).
+const kPrefetch = 512
+
+// kBlockLoop is blockLoop over nb super-blocks of bytes bytes at w; with
+// one token (n = 1) each super-block's lines kPrefetch bytes ahead are
+// prefetched first.
+func kBlockLoop(name string, n int, nb Register, w, qs, d, bs Mem, bytes int, body func()) {
+	blockLoop(name, nb, func() {
+		for o := 0; n == 1 && kPrefetch > 0 && o < bytes; o += 64 {
+			PREFETCHT0(w.Offset(kPrefetch + o))
+		}
+		body()
+	}, step{w.Base, bytes}, step{qs.Base, 256}, step{d.Base, 4}, step{bs.Base, 32})
 }
 
 const kSig = "func(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)"
@@ -803,7 +815,7 @@ func dotQ4KAVX2(n int, c kConsts) {
 	acc := XMM()
 	VXORPS(acc, acc, acc)
 
-	kBlockLoop(name, nb, w, qs, d, bs, 144, func() {
+	kBlockLoop(name, n, nb, w, qs, d, bs, 144, func() {
 		kScales(w.Offset(4), stk)
 		sumi := zeroed(n, YMM)
 		for j := 0; j < 4; j++ { // 64 values: 32 bytes of nibbles
@@ -872,7 +884,7 @@ func dotQ5KAVX2(n int, c kConsts) {
 	summs := XMM()
 	VXORPS(summs, summs, summs)
 
-	kBlockLoop(name, nb, w, qs, d, bs, 176, func() {
+	kBlockLoop(name, n, nb, w, qs, d, bs, 176, func() {
 		kScales(w.Offset(4), stk)
 		qh := YMM()
 		VMOVDQU(w.Offset(16), qh)
@@ -949,7 +961,7 @@ func dotQ6KAVX2(n int, c kConsts) {
 	m32 := YMM()
 	VMOVDQU(c.m32, m32)
 
-	kBlockLoop(name, nb, w, qs, d, bs, 210, func() {
+	kBlockLoop(name, n, nb, w, qs, d, bs, 210, func() {
 		sc16 := YMM()
 		VPMOVSXBW(w.Offset(192), sc16)
 		VMOVDQU(sc16, stk)
