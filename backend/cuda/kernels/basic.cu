@@ -199,102 +199,89 @@ __device__ void attn_merge(float* olat, const float* part, int S, int th) {
 }
 
 #define ATT_WARPS 8
-// attn_partial is one split of split-K attention: block (t·H/HG + g, s)
-// runs an online softmax over its share of positions 0..pos[t] for the HG
-// heads g·HG.. and writes each one's (max, sum, Σ e·latent) to part. Every
-// head reads the same latent rows (MLA: one cache row per position), so a
-// block serving HG heads loads each row once for all of them: HG times
-// fewer bytes from L2, which bounds attention at long context. The query
-// is q_lat (from the k_b product, in query) and q_pe, read from q and
-// rotated here when freqs is set (the q RoPE fused). Each warp takes AP
-// positions per step, their loads all in flight; each lane holds HG ×
-// KV_LORA/32 accumulators. With olat set, the last split of a head group
-// to finish merges the splits (attn_combine's work, without its launch).
-template <int HG, int AP>
+// attn_partial is one split of split-K attention: block (t·H + h, s) runs an
+// online softmax over its share of positions 0..pos[t] for head h and writes
+// (max, sum, Σ e·latent) to part. The query is q_lat (from the k_b product,
+// in query) and q_pe, read from q and rotated here when freqs is set (the q
+// RoPE fused). Each warp takes AP positions per step, their loads all in
+// flight, and rescales its state once per step; each lane holds KV_LORA/32
+// accumulators. With olat set, the last split of a head to finish merges the
+// splits (attn_combine's work, without its launch). One block per head: a
+// block serving 2 or 4 heads (each row loaded once for all) measured slower
+// at every depth, its steps twice as long and its blocks fewer.
+template <int AP>
 __device__ __forceinline__ void attn_partial_impl(float* part, const float* query, const float* q, i64 qs, int nope, const float* freqs,
                                                   const cache_t* layer, const int* pos, int H, int S, float scale, float* olat,
                                                   unsigned* counter) {
     pdl_entry();
-    __shared__ float qsh[HG][CACHE_W];
+    __shared__ float qsh[CACHE_W];
     __shared__ float msh[ATT_WARPS], lsh[ATT_WARPS];
     __shared__ float ash[ATT_WARPS][KV_LORA];
     __shared__ bool last;
-    const int G = H / HG, tg = blockIdx.x, t = tg / G, h0 = (tg % G) * HG, s = blockIdx.y;
+    const int th = blockIdx.x, t = th / H, h = th % H, s = blockIdx.y;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n = pos[t] + 1, chunk = (n + S - 1) / S, p0 = s * chunk, p1 = min(n, p0 + chunk);
     const int rope = CACHE_W - KV_LORA;
-#pragma unroll
-    for (int hh = 0; hh < HG; hh++) {
-        const int th = t * H + h0 + hh;
-        for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) qsh[hh][i] = query[(i64)th * CACHE_W + i];
-        for (int k = threadIdx.x; k < rope / 2; k += blockDim.x) {
-            const float* v = q + t * qs + (h0 + hh) * (nope + rope) + nope + 2 * k;
-            float a = v[0], b = v[1];
-            if (freqs) rope_pair(a, b, pos[t], freqs[k]);
-            qsh[hh][KV_LORA + 2 * k] = a;
-            qsh[hh][KV_LORA + 2 * k + 1] = b;
-        }
+    for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) qsh[i] = query[(i64)th * CACHE_W + i];
+    for (int k = threadIdx.x; k < rope / 2; k += blockDim.x) {
+        const float* v = q + t * qs + h * (nope + rope) + nope + 2 * k;
+        float a = v[0], b = v[1];
+        if (freqs) rope_pair(a, b, pos[t], freqs[k]);
+        qsh[KV_LORA + 2 * k] = a;
+        qsh[KV_LORA + 2 * k + 1] = b;
     }
     __syncthreads();
     constexpr int NA = KV_LORA / 32;
-    float acc[HG][NA], m[HG], l[HG];
+    float acc[NA], m = -INFINITY, l = 0.f;
 #pragma unroll
-    for (int hh = 0; hh < HG; hh++) {
-        m[hh] = -INFINITY, l[hh] = 0.f;
-#pragma unroll
-        for (int u = 0; u < NA; u++) acc[hh][u] = 0.f;
-    }
+    for (int u = 0; u < NA; u++) acc[u] = 0.f;
     for (int pb = p0 + warp * AP; pb < p1; pb += ATT_WARPS * AP) {
-        float lat[AP][NA], d[AP][HG];
+        float lat[AP][NA], d[AP];
 #pragma unroll
         for (int j = 0; j < AP; j++) {
             const cache_t* row = layer + (i64)min(pb + j, p1 - 1) * CACHE_W;
-#pragma unroll
-            for (int hh = 0; hh < HG; hh++) d[j][hh] = 0.f;
+            d[j] = 0.f;
 #pragma unroll
             for (int u = 0; u < NA; u++) {
                 lat[j][u] = cload(row[u * 32 + lane]);
-#pragma unroll
-                for (int hh = 0; hh < HG; hh++) d[j][hh] += qsh[hh][u * 32 + lane] * lat[j][u];
+                d[j] += qsh[u * 32 + lane] * lat[j][u];
             }
-            for (int i = KV_LORA + lane; i < CACHE_W; i += 32) {
-                const float c = cload(row[i]);
-#pragma unroll
-                for (int hh = 0; hh < HG; hh++) d[j][hh] += qsh[hh][i] * c;
-            }
+            for (int i = KV_LORA + lane; i < CACHE_W; i += 32) d[j] += qsh[i] * cload(row[i]);
         }
+#pragma unroll
+        for (int j = 0; j < AP; j++) d[j] = warp_sum(d[j]) * scale;
+        // one rescale per step of AP positions (pb itself is always in range)
+        float mn = m;
 #pragma unroll
         for (int j = 0; j < AP; j++)
-#pragma unroll
-            for (int hh = 0; hh < HG; hh++) d[j][hh] = warp_sum(d[j][hh]) * scale;
+            if (pb + j < p1) mn = fmaxf(mn, d[j]);
+        const float corr = expf(m - mn);
+        float e[AP];
+        l *= corr;
 #pragma unroll
         for (int j = 0; j < AP; j++) {
-            if (pb + j >= p1) break;
-#pragma unroll
-            for (int hh = 0; hh < HG; hh++) {
-                const float mn = fmaxf(m[hh], d[j][hh]);
-                const float corr = expf(m[hh] - mn), e = expf(d[j][hh] - mn);
-                l[hh] = l[hh] * corr + e;
-#pragma unroll
-                for (int u = 0; u < NA; u++) acc[hh][u] = acc[hh][u] * corr + e * lat[j][u];
-                m[hh] = mn;
-            }
+            e[j] = pb + j < p1 ? expf(d[j] - mn) : 0.f;
+            l += e[j];
         }
+#pragma unroll
+        for (int u = 0; u < NA; u++) {
+            float a = acc[u] * corr;
+#pragma unroll
+            for (int j = 0; j < AP; j++) a += e[j] * lat[j][u];
+            acc[u] = a;
+        }
+        m = mn;
     }
+    if (lane == 0) { msh[warp] = m; lsh[warp] = l; }
 #pragma unroll
-    for (int hh = 0; hh < HG; hh++) {  // the warps' states of head h0+hh into its part
-        if (hh > 0) __syncthreads();  // ash is free again
-        if (lane == 0) { msh[warp] = m[hh]; lsh[warp] = l[hh]; }
-#pragma unroll
-        for (int u = 0; u < NA; u++) ash[warp][u * 32 + lane] = acc[hh][u];
-        __syncthreads();
-        float M = -INFINITY;
-        for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, msh[w]);
-        float* out = part + ((i64)(t * H + h0 + hh) * S + s) * (KV_LORA + 2);
-        if (M == -INFINITY) {  // no positions in this split
-            if (threadIdx.x == 0) { out[0] = -INFINITY; out[1] = 0.f; }
-            continue;
-        }
+    for (int u = 0; u < NA; u++) ash[warp][u * 32 + lane] = acc[u];
+    __syncthreads();
+    float M = -INFINITY;
+    for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, msh[w]);
+    float* out = part + ((i64)th * S + s) * (KV_LORA + 2);
+    if (M == -INFINITY) {  // no positions in this split
+        if (threadIdx.x == 0) { out[0] = -INFINITY; out[1] = 0.f; }
+    } else {
         float f[ATT_WARPS];
         float L = 0.f;
         for (int w = 0; w < ATT_WARPS; w++) {
@@ -311,25 +298,21 @@ __device__ __forceinline__ void attn_partial_impl(float* part, const float* quer
     if (!olat) return;
     __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(counter + tg, 1u) == (unsigned)S - 1;
+    if (threadIdx.x == 0) last = atomicAdd(counter + th, 1u) == (unsigned)S - 1;
     __syncthreads();
     if (!last) return;
     __threadfence();
-#pragma unroll
-    for (int hh = 0; hh < HG; hh++) {
-        if (hh > 0) __syncthreads();  // attn_merge's factors are free again
-        attn_merge(olat, part, S, t * H + h0 + hh);
-    }
-    if (threadIdx.x == 0) counter[tg] = 0;
+    attn_merge(olat, part, S, th);
+    if (threadIdx.x == 0) counter[th] = 0;
 }
 
-#define ATTN_PARTIAL(HG, AP)                                                                                                         \
-    extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)                                                                    \
-        attn_partial_##HG##_##AP(float* part, const float* query, const float* q, i64 qs, int nope, const float* freqs,             \
-                                 const cache_t* layer, const int* pos, int H, int S, float scale, float* olat, unsigned* counter) { \
-        attn_partial_impl<HG, AP>(part, query, q, qs, nope, freqs, layer, pos, H, S, scale, olat, counter);                        \
+#define ATTN_PARTIAL(AP)                                                                                                           \
+    extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)                                                                  \
+        attn_partial_##AP(float* part, const float* query, const float* q, i64 qs, int nope, const float* freqs,                  \
+                          const cache_t* layer, const int* pos, int H, int S, float scale, float* olat, unsigned* counter) {      \
+        attn_partial_impl<AP>(part, query, q, qs, nope, freqs, layer, pos, H, S, scale, olat, counter);                          \
     }
-ATTN_PARTIAL(1, 4)
+ATTN_PARTIAL(4)
 
 // attn_combine merges the S splits of block t·H + h into olat[t][h·KV_LORA..].
 extern "C" __global__ void attn_combine(float* olat, const float* part, int S) {
