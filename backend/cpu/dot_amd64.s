@@ -828,15 +828,99 @@ DATA bytes32<>+16(SB)/8, $0x2020202020202020
 DATA bytes32<>+24(SB)/8, $0x2020202020202020
 GLOBL bytes32<>(SB), RODATA|NOPTR, $32
 
-DATA scalePairShuf<>+0(SB)/8, $0x0100010001000100
-DATA scalePairShuf<>+8(SB)/8, $0x0100010001000100
-DATA scalePairShuf<>+16(SB)/8, $0x0302030203020302
-DATA scalePairShuf<>+24(SB)/8, $0x0302030203020302
-GLOBL scalePairShuf<>(SB), RODATA|NOPTR, $32
+DATA scaleByte<>+0(SB)/8, $0x8000800080008000
+DATA scaleByte<>+8(SB)/8, $0x8000800080008000
+DATA scaleByte<>+16(SB)/8, $0x8000800080008000
+DATA scaleByte<>+24(SB)/8, $0x8000800080008000
+DATA scaleByte<>+32(SB)/8, $0x8001800180018001
+DATA scaleByte<>+40(SB)/8, $0x8001800180018001
+DATA scaleByte<>+48(SB)/8, $0x8001800180018001
+DATA scaleByte<>+56(SB)/8, $0x8001800180018001
+DATA scaleByte<>+64(SB)/8, $0x8002800280028002
+DATA scaleByte<>+72(SB)/8, $0x8002800280028002
+DATA scaleByte<>+80(SB)/8, $0x8002800280028002
+DATA scaleByte<>+88(SB)/8, $0x8002800280028002
+DATA scaleByte<>+96(SB)/8, $0x8003800380038003
+DATA scaleByte<>+104(SB)/8, $0x8003800380038003
+DATA scaleByte<>+112(SB)/8, $0x8003800380038003
+DATA scaleByte<>+120(SB)/8, $0x8003800380038003
+DATA scaleByte<>+128(SB)/8, $0x8004800480048004
+DATA scaleByte<>+136(SB)/8, $0x8004800480048004
+DATA scaleByte<>+144(SB)/8, $0x8004800480048004
+DATA scaleByte<>+152(SB)/8, $0x8004800480048004
+DATA scaleByte<>+160(SB)/8, $0x8005800580058005
+DATA scaleByte<>+168(SB)/8, $0x8005800580058005
+DATA scaleByte<>+176(SB)/8, $0x8005800580058005
+DATA scaleByte<>+184(SB)/8, $0x8005800580058005
+DATA scaleByte<>+192(SB)/8, $0x8006800680068006
+DATA scaleByte<>+200(SB)/8, $0x8006800680068006
+DATA scaleByte<>+208(SB)/8, $0x8006800680068006
+DATA scaleByte<>+216(SB)/8, $0x8006800680068006
+DATA scaleByte<>+224(SB)/8, $0x8007800780078007
+DATA scaleByte<>+232(SB)/8, $0x8007800780078007
+DATA scaleByte<>+240(SB)/8, $0x8007800780078007
+DATA scaleByte<>+248(SB)/8, $0x8007800780078007
+GLOBL scaleByte<>(SB), RODATA|NOPTR, $256
+
+DATA minsDup<>+0(SB)/2, $0x8008
+DATA minsDup<>+2(SB)/2, $0x8008
+DATA minsDup<>+4(SB)/2, $0x8009
+DATA minsDup<>+6(SB)/2, $0x8009
+DATA minsDup<>+8(SB)/2, $0x800a
+DATA minsDup<>+10(SB)/2, $0x800a
+DATA minsDup<>+12(SB)/2, $0x800b
+DATA minsDup<>+14(SB)/2, $0x800b
+DATA minsDup<>+16(SB)/2, $0x800c
+DATA minsDup<>+18(SB)/2, $0x800c
+DATA minsDup<>+20(SB)/2, $0x800d
+DATA minsDup<>+22(SB)/2, $0x800d
+DATA minsDup<>+24(SB)/2, $0x800e
+DATA minsDup<>+26(SB)/2, $0x800e
+DATA minsDup<>+28(SB)/2, $0x800f
+DATA minsDup<>+30(SB)/2, $0x800f
+GLOBL minsDup<>(SB), RODATA|NOPTR, $32
+
+DATA kScaleUnpack<>+0(SB)/8, $0x0b0a090803020100
+DATA kScaleUnpack<>+8(SB)/8, $0x0b0a090807060504
+DATA kScaleUnpack<>+16(SB)/8, $0x0302010080808080
+DATA kScaleUnpack<>+24(SB)/8, $0x0706050480808080
+DATA kScaleUnpack<>+32(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA kScaleUnpack<>+40(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA kScaleUnpack<>+48(SB)/8, $0x3030303000000000
+DATA kScaleUnpack<>+56(SB)/8, $0x3030303000000000
+GLOBL kScaleUnpack<>(SB), RODATA|NOPTR, $64
+
+DATA scalePair<>+0(SB)/8, $0x0100010001000100
+DATA scalePair<>+8(SB)/8, $0x0100010001000100
+DATA scalePair<>+16(SB)/8, $0x0302030203020302
+DATA scalePair<>+24(SB)/8, $0x0302030203020302
+DATA scalePair<>+32(SB)/8, $0x0504050405040504
+DATA scalePair<>+40(SB)/8, $0x0504050405040504
+DATA scalePair<>+48(SB)/8, $0x0706070607060706
+DATA scalePair<>+56(SB)/8, $0x0706070607060706
+DATA scalePair<>+64(SB)/8, $0x0908090809080908
+DATA scalePair<>+72(SB)/8, $0x0908090809080908
+DATA scalePair<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA scalePair<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA scalePair<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA scalePair<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA scalePair<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA scalePair<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL scalePair<>(SB), RODATA|NOPTR, $128
+
+DATA dDminIdx<>+0(SB)/4, $0x00000000
+DATA dDminIdx<>+4(SB)/4, $0x00000000
+DATA dDminIdx<>+8(SB)/4, $0x00000000
+DATA dDminIdx<>+12(SB)/4, $0x00000000
+DATA dDminIdx<>+16(SB)/4, $0x00000001
+DATA dDminIdx<>+20(SB)/4, $0x00000001
+DATA dDminIdx<>+24(SB)/4, $0x00000001
+DATA dDminIdx<>+28(SB)/4, $0x00000001
+GLOBL dDminIdx<>(SB), RODATA|NOPTR, $32
 
 // func dotQ4_Kx1AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
 // Requires: AVX, AVX2, F16C, MMX+
-TEXT ·dotQ4_Kx1AVX2(SB), NOSPLIT, $32-56
+TEXT ·dotQ4_Kx1AVX2(SB), NOSPLIT, $0-56
 	MOVQ   w+0(FP), AX
 	MOVQ   qs+8(FP), CX
 	MOVQ   d+16(FP), DX
@@ -850,109 +934,82 @@ dotQ4_Kx1AVX2_loop:
 	PREFETCHT0   512(AX)
 	PREFETCHT0   576(AX)
 	PREFETCHT0   640(AX)
-	MOVL         4(AX), DI
-	MOVL         8(AX), R8
-	MOVL         12(AX), R9
-	MOVL         R9, R10
-	SHRL         $0x04, R10
-	ANDL         $0x0f0f0f0f, R10
-	MOVL         R8, R11
-	SHRL         $0x06, R11
-	ANDL         $0x03030303, R11
-	SHLL         $0x04, R11
-	ORL          R11, R10
-	ANDL         $0x0f0f0f0f, R9
-	MOVL         DI, R11
-	SHRL         $0x06, R11
-	ANDL         $0x03030303, R11
-	SHLL         $0x04, R11
-	ORL          R11, R9
-	ANDL         $0x3f3f3f3f, R8
-	ANDL         $0x3f3f3f3f, DI
-	VMOVD        DI, X1
-	VPINSRD      $0x01, R9, X1, X1
-	VPINSRD      $0x02, R8, X1, X1
-	VPINSRD      $0x03, R10, X1, X1
-	VPMOVZXBW    X1, Y1
-	VMOVDQU      Y1, (SP)
-	VXORPS       Y1, Y1, Y1
-	VMOVDQU      16(AX), Y2
-	VPAND        nibbleMask<>+0(SB), Y2, Y3
-	VPBROADCASTW (SP), Y4
-	VPMADDUBSW   (CX), Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y1, Y1
-	VPSRLW       $0x04, Y2, Y2
-	VPAND        nibbleMask<>+0(SB), Y2, Y2
-	VPBROADCASTW 2(SP), Y3
-	VPMADDUBSW   32(CX), Y2, Y2
-	VPMADDWD     Y3, Y2, Y2
-	VPADDD       Y2, Y1, Y1
-	VMOVDQU      48(AX), Y2
-	VPAND        nibbleMask<>+0(SB), Y2, Y3
-	VPBROADCASTW 4(SP), Y4
-	VPMADDUBSW   64(CX), Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y1, Y1
-	VPSRLW       $0x04, Y2, Y2
-	VPAND        nibbleMask<>+0(SB), Y2, Y2
-	VPBROADCASTW 6(SP), Y3
-	VPMADDUBSW   96(CX), Y2, Y2
-	VPMADDWD     Y3, Y2, Y2
-	VPADDD       Y2, Y1, Y1
-	VMOVDQU      80(AX), Y2
-	VPAND        nibbleMask<>+0(SB), Y2, Y3
-	VPBROADCASTW 8(SP), Y4
-	VPMADDUBSW   128(CX), Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y1, Y1
-	VPSRLW       $0x04, Y2, Y2
-	VPAND        nibbleMask<>+0(SB), Y2, Y2
-	VPBROADCASTW 10(SP), Y3
-	VPMADDUBSW   160(CX), Y2, Y2
-	VPMADDWD     Y3, Y2, Y2
-	VPADDD       Y2, Y1, Y1
-	VMOVDQU      112(AX), Y2
-	VPAND        nibbleMask<>+0(SB), Y2, Y3
-	VPBROADCASTW 12(SP), Y4
-	VPMADDUBSW   192(CX), Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y1, Y1
-	VPSRLW       $0x04, Y2, Y2
-	VPAND        nibbleMask<>+0(SB), Y2, Y2
-	VPBROADCASTW 14(SP), Y3
-	VPMADDUBSW   224(CX), Y2, Y2
-	VPMADDWD     Y3, Y2, Y2
-	VPADDD       Y2, Y1, Y1
-	VEXTRACTI128 $0x01, Y1, X2
-	VPADDD       X2, X1, X1
-	VPSHUFD      $0x4e, X1, X2
-	VPADDD       X2, X1, X1
-	VPSHUFD      $0xb1, X1, X2
-	VPADDD       X2, X1, X1
-	VMOVDQU      (BX), X2
-	VPHADDW      16(BX), X2, X2
-	VPMADDWD     16(SP), X2, X2
-	VPSHUFD      $0x4e, X2, X3
-	VPADDD       X3, X2, X2
-	VPSHUFD      $0xb1, X2, X3
-	VPADDD       X3, X2, X2
-	VCVTPH2PS    (AX), X3
-	VBROADCASTSS X3, X4
-	VMOVSHDUP    X3, X3
-	VBROADCASTSS X3, X3
-	VCVTDQ2PS    X1, X1
-	VCVTDQ2PS    X2, X2
-	VMULPS       X4, X1, X1
-	VMULPS       X3, X2, X2
-	VSUBPS       X2, X1, X1
-	VMOVSS       (DX), X2
-	VMULPS       X2, X1, X1
-	VADDPS       X1, X0, X0
+	VMOVDQU      4(AX), X3
+	VPSHUFB      kScaleUnpack<>+0(SB), X3, X1
+	VPSHUFB      kScaleUnpack<>+16(SB), X3, X2
+	VPSRLW       $0x04, X1, X3
+	VPBLENDD     $0x08, X3, X1, X1
+	VPAND        kScaleUnpack<>+32(SB), X1, X1
+	VPSRLW       $0x02, X2, X2
+	VPAND        kScaleUnpack<>+48(SB), X2, X2
+	VPOR         X2, X1, X1
+	VINSERTI128  $0x01, X1, Y1, Y2
+	VPSHUFB      minsDup<>+0(SB), Y2, Y3
+	VPMADDWD     (BX), Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VMOVDQU      16(AX), Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y6
+	VPSHUFB      scaleByte<>+0(SB), Y2, Y7
+	VPMADDUBSW   (CX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y5
+	VPSHUFB      scaleByte<>+32(SB), Y2, Y6
+	VPMADDUBSW   32(CX), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      48(AX), Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y6
+	VPSHUFB      scaleByte<>+64(SB), Y2, Y7
+	VPMADDUBSW   64(CX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y5
+	VPSHUFB      scaleByte<>+96(SB), Y2, Y6
+	VPMADDUBSW   96(CX), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      80(AX), Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y6
+	VPSHUFB      scaleByte<>+128(SB), Y2, Y7
+	VPMADDUBSW   128(CX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y5
+	VPSHUFB      scaleByte<>+160(SB), Y2, Y6
+	VPMADDUBSW   160(CX), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      112(AX), Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y6
+	VPSHUFB      scaleByte<>+192(SB), Y2, Y7
+	VPMADDUBSW   192(CX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y5
+	VPSHUFB      scaleByte<>+224(SB), Y2, Y2
+	VPMADDUBSW   224(CX), Y5, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VCVTPH2PS    (AX), X1
+	VPHADDD      Y3, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X2
+	VPADDD       X2, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULPS       X1, X4, X4
+	VMOVSHDUP    X4, X2
+	VSUBSS       X2, X4, X4
+	VMULSS       (DX), X4, X4
+	VADDSS       X4, X0, X0
 	ADDQ         $0x00000090, AX
-	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000004, DX
 	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000100, CX
 	DECQ         SI
 	JMP          dotQ4_Kx1AVX2_loop
 
@@ -964,7 +1021,7 @@ dotQ4_Kx1AVX2_done:
 
 // func dotQ5_Kx1AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·dotQ5_Kx1AVX2(SB), NOSPLIT, $32-56
+TEXT ·dotQ5_Kx1AVX2(SB), NOSPLIT, $0-56
 	MOVQ   w+0(FP), AX
 	MOVQ   qs+8(FP), CX
 	MOVQ   d+16(FP), DX
@@ -979,127 +1036,114 @@ dotQ5_Kx1AVX2_loop:
 	PREFETCHT0   512(AX)
 	PREFETCHT0   576(AX)
 	PREFETCHT0   640(AX)
-	MOVL         4(AX), DI
-	MOVL         8(AX), R8
-	MOVL         12(AX), R9
-	MOVL         R9, R10
-	SHRL         $0x04, R10
-	ANDL         $0x0f0f0f0f, R10
-	MOVL         R8, R11
-	SHRL         $0x06, R11
-	ANDL         $0x03030303, R11
-	SHLL         $0x04, R11
-	ORL          R11, R10
-	ANDL         $0x0f0f0f0f, R9
-	MOVL         DI, R11
-	SHRL         $0x06, R11
-	ANDL         $0x03030303, R11
-	SHLL         $0x04, R11
-	ORL          R11, R9
-	ANDL         $0x3f3f3f3f, R8
-	ANDL         $0x3f3f3f3f, DI
-	VMOVD        DI, X2
-	VPINSRD      $0x01, R9, X2, X2
-	VPINSRD      $0x02, R8, X2, X2
-	VPINSRD      $0x03, R10, X2, X2
-	VPMOVZXBW    X2, Y2
-	VMOVDQU      Y2, (SP)
-	VMOVDQU      16(AX), Y2
-	VXORPS       Y3, Y3, Y3
-	VMOVDQU      48(AX), Y4
-	VPAND        nibbleMask<>+0(SB), Y4, Y5
-	VPSLLW       $0x04, Y2, Y6
-	VPAND        bit4Mask<>+0(SB), Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPBROADCASTW (SP), Y6
-	VPMADDUBSW   (CX), Y5, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        nibbleMask<>+0(SB), Y4, Y4
-	VPSLLW       $0x03, Y2, Y5
-	VPAND        bit4Mask<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPBROADCASTW 2(SP), Y5
-	VPMADDUBSW   32(CX), Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
-	VPADDD       Y4, Y3, Y3
-	VMOVDQU      80(AX), Y4
-	VPAND        nibbleMask<>+0(SB), Y4, Y5
-	VPSLLW       $0x02, Y2, Y6
-	VPAND        bit4Mask<>+0(SB), Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPBROADCASTW 4(SP), Y6
-	VPMADDUBSW   64(CX), Y5, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        nibbleMask<>+0(SB), Y4, Y4
-	VPSLLW       $0x01, Y2, Y5
-	VPAND        bit4Mask<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPBROADCASTW 6(SP), Y5
-	VPMADDUBSW   96(CX), Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
-	VPADDD       Y4, Y3, Y3
-	VMOVDQU      112(AX), Y4
-	VPAND        nibbleMask<>+0(SB), Y4, Y5
-	VPAND        bit4Mask<>+0(SB), Y2, Y6
-	VPOR         Y6, Y5, Y5
-	VPBROADCASTW 8(SP), Y6
-	VPMADDUBSW   128(CX), Y5, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        nibbleMask<>+0(SB), Y4, Y4
-	VPSRLW       $0x01, Y2, Y5
-	VPAND        bit4Mask<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPBROADCASTW 10(SP), Y5
-	VPMADDUBSW   160(CX), Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
-	VPADDD       Y4, Y3, Y3
-	VMOVDQU      144(AX), Y4
-	VPAND        nibbleMask<>+0(SB), Y4, Y5
-	VPSRLW       $0x02, Y2, Y6
-	VPAND        bit4Mask<>+0(SB), Y6, Y6
-	VPOR         Y6, Y5, Y5
-	VPBROADCASTW 12(SP), Y6
-	VPMADDUBSW   192(CX), Y5, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	VPSRLW       $0x04, Y4, Y4
-	VPAND        nibbleMask<>+0(SB), Y4, Y4
-	VPSRLW       $0x03, Y2, Y2
-	VPAND        bit4Mask<>+0(SB), Y2, Y2
-	VPOR         Y2, Y4, Y4
-	VPBROADCASTW 14(SP), Y2
-	VPMADDUBSW   224(CX), Y4, Y4
-	VPMADDWD     Y2, Y4, Y4
-	VPADDD       Y4, Y3, Y3
+	VMOVDQU      4(AX), X4
+	VPSHUFB      kScaleUnpack<>+0(SB), X4, X2
+	VPSHUFB      kScaleUnpack<>+16(SB), X4, X3
+	VPSRLW       $0x04, X2, X4
+	VPBLENDD     $0x08, X4, X2, X2
+	VPAND        kScaleUnpack<>+32(SB), X2, X2
+	VPSRLW       $0x02, X3, X3
+	VPAND        kScaleUnpack<>+48(SB), X3, X3
+	VPOR         X3, X2, X2
+	VINSERTI128  $0x01, X2, Y2, Y3
+	VPSHUFB      minsDup<>+0(SB), Y3, Y4
+	VPMADDWD     (BX), Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X2
+	VPADDD       X2, X4, X4
+	VPSHUFD      $0x4e, X4, X2
+	VPADDD       X2, X4, X4
+	VPSHUFD      $0xb1, X4, X2
+	VPADDD       X2, X4, X4
+	VCVTDQ2PS    X4, X4
 	VCVTPH2PS    (AX), X2
-	VBROADCASTSS X2, Y4
-	VBROADCASTSS (DX), Y5
-	VMULPS       Y4, Y5, Y5
-	VCVTDQ2PS    Y3, Y3
-	VFMADD231PS  Y3, Y5, Y0
-	VMOVDQU      (BX), X3
-	VPHADDW      16(BX), X3, X3
-	VPMADDWD     16(SP), X3, X3
-	VPSHUFD      $0x4e, X3, X4
-	VPADDD       X4, X3, X3
-	VPSHUFD      $0xb1, X3, X4
-	VPADDD       X4, X3, X3
-	VCVTDQ2PS    X3, X3
 	VMOVSHDUP    X2, X2
 	VBROADCASTSS X2, X2
-	VMOVSS       (DX), X4
-	VMULPS       X4, X2, X2
-	VFNMADD231PS X3, X2, X1
+	VMOVSS       (DX), X5
+	VMULPS       X5, X2, X2
+	VFNMADD231PS X4, X2, X1
+	VMOVDQU      16(AX), Y4
+	VXORPS       Y5, Y5, Y5
+	VMOVDQU      48(AX), Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y7
+	VPSLLW       $0x04, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scaleByte<>+0(SB), Y3, Y8
+	VPMADDUBSW   (CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y6
+	VPSLLW       $0x03, Y4, Y7
+	VPAND        bit4Mask<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      scaleByte<>+32(SB), Y3, Y7
+	VPMADDUBSW   32(CX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      80(AX), Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y7
+	VPSLLW       $0x02, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scaleByte<>+64(SB), Y3, Y8
+	VPMADDUBSW   64(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y6
+	VPSLLW       $0x01, Y4, Y7
+	VPAND        bit4Mask<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      scaleByte<>+96(SB), Y3, Y7
+	VPMADDUBSW   96(CX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      112(AX), Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y7
+	VPAND        bit4Mask<>+0(SB), Y4, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scaleByte<>+128(SB), Y3, Y8
+	VPMADDUBSW   128(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y6
+	VPSRLW       $0x01, Y4, Y7
+	VPAND        bit4Mask<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      scaleByte<>+160(SB), Y3, Y7
+	VPMADDUBSW   160(CX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      144(AX), Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y7
+	VPSRLW       $0x02, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scaleByte<>+192(SB), Y3, Y8
+	VPMADDUBSW   192(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y6
+	VPSRLW       $0x03, Y4, Y4
+	VPAND        bit4Mask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y6, Y6
+	VPSHUFB      scaleByte<>+224(SB), Y3, Y3
+	VPMADDUBSW   224(CX), Y6, Y4
+	VPMADDWD     Y3, Y4, Y4
+	VPADDD       Y4, Y5, Y5
+	VCVTPH2PS    (AX), X3
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS (DX), Y4
+	VMULPS       Y3, Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y4, Y0
 	ADDQ         $0x000000b0, AX
-	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000004, DX
 	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000100, CX
 	DECQ         SI
 	JMP          dotQ5_Kx1AVX2_loop
 
@@ -1118,7 +1162,7 @@ dotQ5_Kx1AVX2_done:
 
 // func dotQ6_Kx1AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3, MMX+
-TEXT ·dotQ6_Kx1AVX2(SB), NOSPLIT, $32-56
+TEXT ·dotQ6_Kx1AVX2(SB), NOSPLIT, $0-56
 	MOVQ    w+0(FP), AX
 	MOVQ    qs+8(FP), CX
 	MOVQ    d+16(FP), DX
@@ -1134,127 +1178,121 @@ dotQ6_Kx1AVX2_loop:
 	PREFETCHT0   576(AX)
 	PREFETCHT0   640(AX)
 	PREFETCHT0   704(AX)
-	VPMOVSXBW    192(AX), Y2
-	VMOVDQU      Y2, (SP)
 	VXORPS       Y2, Y2, Y2
-	VMOVDQU      (AX), Y3
-	VPAND        nibbleMask<>+0(SB), Y3, Y3
-	VMOVDQU      128(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        bits45Mask<>+0(SB), Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPBROADCASTD (SP), Y4
-	VPSHUFB      scalePairShuf<>+0(SB), Y4, Y4
-	VPMADDUBSW   (CX), Y3, Y3
-	VPMADDUBSW   (CX), Y1, Y5
-	VPSUBW       Y5, Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y2, Y2
-	VMOVDQU      32(AX), Y3
-	VPAND        nibbleMask<>+0(SB), Y3, Y3
-	VMOVDQU      128(AX), Y4
-	VPSLLW       $0x02, Y4, Y4
-	VPAND        bits45Mask<>+0(SB), Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPBROADCASTD 4(SP), Y4
-	VPSHUFB      scalePairShuf<>+0(SB), Y4, Y4
-	VPMADDUBSW   32(CX), Y3, Y3
-	VPMADDUBSW   32(CX), Y1, Y5
-	VPSUBW       Y5, Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y2, Y2
-	VMOVDQU      (AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        nibbleMask<>+0(SB), Y3, Y3
-	VMOVDQU      128(AX), Y4
-	VPAND        bits45Mask<>+0(SB), Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPBROADCASTD 8(SP), Y4
-	VPSHUFB      scalePairShuf<>+0(SB), Y4, Y4
-	VPMADDUBSW   64(CX), Y3, Y3
-	VPMADDUBSW   64(CX), Y1, Y5
-	VPSUBW       Y5, Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y2, Y2
-	VMOVDQU      32(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        nibbleMask<>+0(SB), Y3, Y3
-	VMOVDQU      128(AX), Y4
-	VPSRLW       $0x02, Y4, Y4
-	VPAND        bits45Mask<>+0(SB), Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPBROADCASTD 12(SP), Y4
-	VPSHUFB      scalePairShuf<>+0(SB), Y4, Y4
-	VPMADDUBSW   96(CX), Y3, Y3
-	VPMADDUBSW   96(CX), Y1, Y5
-	VPSUBW       Y5, Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y2, Y2
-	VMOVDQU      64(AX), Y3
-	VPAND        nibbleMask<>+0(SB), Y3, Y3
-	VMOVDQU      160(AX), Y4
-	VPSLLW       $0x04, Y4, Y4
-	VPAND        bits45Mask<>+0(SB), Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPBROADCASTD 16(SP), Y4
-	VPSHUFB      scalePairShuf<>+0(SB), Y4, Y4
-	VPMADDUBSW   128(CX), Y3, Y3
-	VPMADDUBSW   128(CX), Y1, Y5
-	VPSUBW       Y5, Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y2, Y2
-	VMOVDQU      96(AX), Y3
-	VPAND        nibbleMask<>+0(SB), Y3, Y3
-	VMOVDQU      160(AX), Y4
-	VPSLLW       $0x02, Y4, Y4
-	VPAND        bits45Mask<>+0(SB), Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPBROADCASTD 20(SP), Y4
-	VPSHUFB      scalePairShuf<>+0(SB), Y4, Y4
-	VPMADDUBSW   160(CX), Y3, Y3
-	VPMADDUBSW   160(CX), Y1, Y5
-	VPSUBW       Y5, Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y2, Y2
-	VMOVDQU      64(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        nibbleMask<>+0(SB), Y3, Y3
-	VMOVDQU      160(AX), Y4
-	VPAND        bits45Mask<>+0(SB), Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPBROADCASTD 24(SP), Y4
-	VPSHUFB      scalePairShuf<>+0(SB), Y4, Y4
-	VPMADDUBSW   192(CX), Y3, Y3
-	VPMADDUBSW   192(CX), Y1, Y5
-	VPSUBW       Y5, Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y2, Y2
-	VMOVDQU      96(AX), Y3
-	VPSRLW       $0x04, Y3, Y3
-	VPAND        nibbleMask<>+0(SB), Y3, Y3
-	VMOVDQU      160(AX), Y4
-	VPSRLW       $0x02, Y4, Y4
-	VPAND        bits45Mask<>+0(SB), Y4, Y4
-	VPOR         Y4, Y3, Y3
-	VPBROADCASTD 28(SP), Y4
-	VPSHUFB      scalePairShuf<>+0(SB), Y4, Y4
-	VPMADDUBSW   224(CX), Y3, Y3
-	VPMADDUBSW   224(CX), Y1, Y5
-	VPSUBW       Y5, Y3, Y3
-	VPMADDWD     Y4, Y3, Y3
-	VPADDD       Y3, Y2, Y2
+	VPMOVSXBW    192(AX), X3
+	VINSERTI128  $0x01, X3, Y3, Y3
+	VMOVDQU      (AX), Y4
+	VPAND        nibbleMask<>+0(SB), Y4, Y4
+	VMOVDQU      128(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        bits45Mask<>+0(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPSHUFB      scalePair<>+0(SB), Y3, Y5
+	VPMADDUBSW   (CX), Y4, Y4
+	VPMADDUBSW   (CX), Y1, Y7
+	VPSUBW       Y7, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      32(AX), Y4
+	VPAND        nibbleMask<>+0(SB), Y4, Y4
+	VMOVDQU      128(AX), Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPAND        bits45Mask<>+0(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPSHUFB      scalePair<>+32(SB), Y3, Y5
+	VPMADDUBSW   32(CX), Y4, Y4
+	VPMADDUBSW   32(CX), Y1, Y7
+	VPSUBW       Y7, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      (AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        nibbleMask<>+0(SB), Y4, Y4
+	VMOVDQU      128(AX), Y5
+	VPAND        bits45Mask<>+0(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPSHUFB      scalePair<>+64(SB), Y3, Y5
+	VPMADDUBSW   64(CX), Y4, Y4
+	VPMADDUBSW   64(CX), Y1, Y7
+	VPSUBW       Y7, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      32(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        nibbleMask<>+0(SB), Y4, Y4
+	VMOVDQU      128(AX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        bits45Mask<>+0(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPSHUFB      scalePair<>+96(SB), Y3, Y5
+	VPMADDUBSW   96(CX), Y4, Y4
+	VPMADDUBSW   96(CX), Y1, Y7
+	VPSUBW       Y7, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VPMOVSXBW    200(AX), X6
+	VINSERTI128  $0x01, X6, Y6, Y6
+	VMOVDQU      64(AX), Y4
+	VPAND        nibbleMask<>+0(SB), Y4, Y4
+	VMOVDQU      160(AX), Y5
+	VPSLLW       $0x04, Y5, Y5
+	VPAND        bits45Mask<>+0(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPSHUFB      scalePair<>+0(SB), Y6, Y5
+	VPMADDUBSW   128(CX), Y4, Y4
+	VPMADDUBSW   128(CX), Y1, Y7
+	VPSUBW       Y7, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      96(AX), Y4
+	VPAND        nibbleMask<>+0(SB), Y4, Y4
+	VMOVDQU      160(AX), Y5
+	VPSLLW       $0x02, Y5, Y5
+	VPAND        bits45Mask<>+0(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPSHUFB      scalePair<>+32(SB), Y6, Y5
+	VPMADDUBSW   160(CX), Y4, Y4
+	VPMADDUBSW   160(CX), Y1, Y7
+	VPSUBW       Y7, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      64(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        nibbleMask<>+0(SB), Y4, Y4
+	VMOVDQU      160(AX), Y5
+	VPAND        bits45Mask<>+0(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPSHUFB      scalePair<>+64(SB), Y6, Y5
+	VPMADDUBSW   192(CX), Y4, Y4
+	VPMADDUBSW   192(CX), Y1, Y7
+	VPSUBW       Y7, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VMOVDQU      96(AX), Y4
+	VPSRLW       $0x04, Y4, Y4
+	VPAND        nibbleMask<>+0(SB), Y4, Y4
+	VMOVDQU      160(AX), Y5
+	VPSRLW       $0x02, Y5, Y5
+	VPAND        bits45Mask<>+0(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPSHUFB      scalePair<>+96(SB), Y6, Y5
+	VPMADDUBSW   224(CX), Y4, Y4
+	VPMADDUBSW   224(CX), Y1, Y7
+	VPSUBW       Y7, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
 	MOVWLZX      208(AX), DI
-	VMOVD        DI, X3
-	VCVTPH2PS    X3, X3
-	VBROADCASTSS X3, Y3
-	VBROADCASTSS (DX), Y4
-	VMULPS       Y3, Y4, Y4
+	VMOVD        DI, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VBROADCASTSS (DX), Y5
+	VMULPS       Y4, Y5, Y5
 	VCVTDQ2PS    Y2, Y2
-	VFMADD231PS  Y2, Y4, Y0
+	VFMADD231PS  Y2, Y5, Y0
 	ADDQ         $0x000000d2, AX
-	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000004, DX
 	ADDQ         $0x00000020, BX
+	ADDQ         $0x00000100, CX
 	DECQ         SI
 	JMP          dotQ6_Kx1AVX2_loop
 
@@ -1272,214 +1310,196 @@ dotQ6_Kx1AVX2_done:
 
 // func dotQ4_Kx4AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotQ4_Kx4AVX2(SB), NOSPLIT, $32-56
+TEXT ·dotQ4_Kx4AVX2(SB), NOSPLIT, $0-56
 	MOVQ   w+0(FP), AX
 	MOVQ   qs+8(FP), CX
 	MOVQ   d+16(FP), DX
 	MOVQ   bsums+24(FP), BX
-	MOVQ   nb+32(FP), SI
-	MOVQ   k+40(FP), DI
-	LEAQ   (DI)(DI*2), R8
+	MOVQ   k+40(FP), SI
+	LEAQ   (CX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	MOVQ   nb+32(FP), R9
 	VXORPS X0, X0, X0
 
 dotQ4_Kx4AVX2_loop:
-	TESTQ        SI, SI
+	TESTQ        R9, R9
 	JZ           dotQ4_Kx4AVX2_done
-	MOVL         4(AX), R9
-	MOVL         8(AX), R10
-	MOVL         12(AX), R11
-	MOVL         R11, R12
-	SHRL         $0x04, R12
-	ANDL         $0x0f0f0f0f, R12
-	MOVL         R10, R13
-	SHRL         $0x06, R13
-	ANDL         $0x03030303, R13
-	SHLL         $0x04, R13
-	ORL          R13, R12
-	ANDL         $0x0f0f0f0f, R11
-	MOVL         R9, R13
-	SHRL         $0x06, R13
-	ANDL         $0x03030303, R13
-	SHLL         $0x04, R13
-	ORL          R13, R11
-	ANDL         $0x3f3f3f3f, R10
-	ANDL         $0x3f3f3f3f, R9
-	VMOVD        R9, X1
-	VPINSRD      $0x01, R11, X1, X1
-	VPINSRD      $0x02, R10, X1, X1
-	VPINSRD      $0x03, R12, X1, X1
-	VPMOVZXBW    X1, Y1
-	VMOVDQU      Y1, (SP)
-	VXORPS       Y1, Y1, Y1
-	VXORPS       Y2, Y2, Y2
-	VXORPS       Y3, Y3, Y3
-	VXORPS       Y4, Y4, Y4
-	VMOVDQU      16(AX), Y5
-	VPAND        nibbleMask<>+0(SB), Y5, Y6
-	VPBROADCASTW (SP), Y7
-	VPMADDUBSW   (CX), Y6, Y8
-	VPMADDWD     Y7, Y8, Y8
-	VPADDD       Y8, Y1, Y1
-	VPMADDUBSW   (CX)(DI*1), Y6, Y8
-	VPMADDWD     Y7, Y8, Y8
-	VPADDD       Y8, Y2, Y2
-	VPMADDUBSW   (CX)(DI*2), Y6, Y8
-	VPMADDWD     Y7, Y8, Y8
-	VPADDD       Y8, Y3, Y3
-	VPMADDUBSW   (CX)(R8*1), Y6, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        nibbleMask<>+0(SB), Y5, Y5
-	VPBROADCASTW 2(SP), Y6
-	VPMADDUBSW   32(CX), Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y1, Y1
-	VPMADDUBSW   32(CX)(DI*1), Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y2, Y2
-	VPMADDUBSW   32(CX)(DI*2), Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y3, Y3
-	VPMADDUBSW   32(CX)(R8*1), Y5, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y4, Y4
-	VMOVDQU      48(AX), Y5
-	VPAND        nibbleMask<>+0(SB), Y5, Y6
-	VPBROADCASTW 4(SP), Y7
-	VPMADDUBSW   64(CX), Y6, Y8
-	VPMADDWD     Y7, Y8, Y8
-	VPADDD       Y8, Y1, Y1
-	VPMADDUBSW   64(CX)(DI*1), Y6, Y8
-	VPMADDWD     Y7, Y8, Y8
-	VPADDD       Y8, Y2, Y2
-	VPMADDUBSW   64(CX)(DI*2), Y6, Y8
-	VPMADDWD     Y7, Y8, Y8
-	VPADDD       Y8, Y3, Y3
-	VPMADDUBSW   64(CX)(R8*1), Y6, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        nibbleMask<>+0(SB), Y5, Y5
-	VPBROADCASTW 6(SP), Y6
-	VPMADDUBSW   96(CX), Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y1, Y1
-	VPMADDUBSW   96(CX)(DI*1), Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y2, Y2
-	VPMADDUBSW   96(CX)(DI*2), Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y3, Y3
-	VPMADDUBSW   96(CX)(R8*1), Y5, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y4, Y4
-	VMOVDQU      80(AX), Y5
-	VPAND        nibbleMask<>+0(SB), Y5, Y6
-	VPBROADCASTW 8(SP), Y7
-	VPMADDUBSW   128(CX), Y6, Y8
-	VPMADDWD     Y7, Y8, Y8
-	VPADDD       Y8, Y1, Y1
-	VPMADDUBSW   128(CX)(DI*1), Y6, Y8
-	VPMADDWD     Y7, Y8, Y8
-	VPADDD       Y8, Y2, Y2
-	VPMADDUBSW   128(CX)(DI*2), Y6, Y8
-	VPMADDWD     Y7, Y8, Y8
-	VPADDD       Y8, Y3, Y3
-	VPMADDUBSW   128(CX)(R8*1), Y6, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        nibbleMask<>+0(SB), Y5, Y5
-	VPBROADCASTW 10(SP), Y6
-	VPMADDUBSW   160(CX), Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y1, Y1
-	VPMADDUBSW   160(CX)(DI*1), Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y2, Y2
-	VPMADDUBSW   160(CX)(DI*2), Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y3, Y3
-	VPMADDUBSW   160(CX)(R8*1), Y5, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y4, Y4
-	VMOVDQU      112(AX), Y5
-	VPAND        nibbleMask<>+0(SB), Y5, Y6
-	VPBROADCASTW 12(SP), Y7
-	VPMADDUBSW   192(CX), Y6, Y8
-	VPMADDWD     Y7, Y8, Y8
-	VPADDD       Y8, Y1, Y1
-	VPMADDUBSW   192(CX)(DI*1), Y6, Y8
-	VPMADDWD     Y7, Y8, Y8
-	VPADDD       Y8, Y2, Y2
-	VPMADDUBSW   192(CX)(DI*2), Y6, Y8
-	VPMADDWD     Y7, Y8, Y8
-	VPADDD       Y8, Y3, Y3
-	VPMADDUBSW   192(CX)(R8*1), Y6, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y4, Y4
-	VPSRLW       $0x04, Y5, Y5
-	VPAND        nibbleMask<>+0(SB), Y5, Y5
-	VPBROADCASTW 14(SP), Y6
-	VPMADDUBSW   224(CX), Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y1, Y1
-	VPMADDUBSW   224(CX)(DI*1), Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y2, Y2
-	VPMADDUBSW   224(CX)(DI*2), Y5, Y7
-	VPMADDWD     Y6, Y7, Y7
-	VPADDD       Y7, Y3, Y3
-	VPMADDUBSW   224(CX)(R8*1), Y5, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y4, Y4
-	VPHADDD      Y2, Y1, Y1
-	VPHADDD      Y4, Y3, Y3
-	VPHADDD      Y3, Y1, Y1
-	VEXTRACTI128 $0x01, Y1, X2
-	VPADDD       X1, X2, X2
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	LEAQ         (R9)(R9*2), R10
-	VMOVDQU      (BX), X1
-	VPHADDW      16(BX), X1, X1
-	VPMADDWD     16(SP), X1, X1
-	VMOVDQU      (BX)(R9*1), X3
-	VPHADDW      16(BX)(R9*1), X3, X3
-	VPMADDWD     16(SP), X3, X3
-	VMOVDQU      (BX)(R9*2), X4
-	VPHADDW      16(BX)(R9*2), X4, X4
-	VPMADDWD     16(SP), X4, X4
-	VMOVDQU      (BX)(R10*1), X5
-	VPHADDW      16(BX)(R10*1), X5, X5
-	VPMADDWD     16(SP), X5, X5
-	VPHADDD      X3, X1, X1
-	VPHADDD      X5, X4, X4
-	VPHADDD      X4, X1, X1
-	VCVTPH2PS    (AX), X3
-	VBROADCASTSS X3, X4
-	VMOVSHDUP    X3, X3
-	VBROADCASTSS X3, X3
-	VCVTDQ2PS    X2, X2
-	VCVTDQ2PS    X1, X1
-	VMULPS       X4, X2, X2
-	VMULPS       X3, X1, X1
+	VMOVDQU      4(AX), X3
+	VPSHUFB      kScaleUnpack<>+0(SB), X3, X1
+	VPSHUFB      kScaleUnpack<>+16(SB), X3, X2
+	VPSRLW       $0x04, X1, X3
+	VPBLENDD     $0x08, X3, X1, X1
+	VPAND        kScaleUnpack<>+32(SB), X1, X1
+	VPSRLW       $0x02, X2, X2
+	VPAND        kScaleUnpack<>+48(SB), X2, X2
+	VPOR         X2, X1, X1
+	VINSERTI128  $0x01, X1, Y1, Y2
+	VPSHUFB      minsDup<>+0(SB), Y2, Y3
+	MOVQ         k+40(FP), R10
+	SHRQ         $0x03, R10
+	LEAQ         (R10)(R10*2), R11
+	VPMADDWD     (BX), Y3, Y4
+	VPMADDWD     (BX)(R10*1), Y3, Y5
+	VPMADDWD     (BX)(R10*2), Y3, Y6
+	VPMADDWD     (BX)(R11*1), Y3, Y3
+	VXORPS       Y7, Y7, Y7
+	VXORPS       Y8, Y8, Y8
+	VXORPS       Y9, Y9, Y9
+	VXORPS       Y10, Y10, Y10
+	VMOVDQU      16(AX), Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y12
+	VPSHUFB      scaleByte<>+0(SB), Y2, Y13
+	VPMADDUBSW   (CX), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   (DI), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   (R8), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VPMADDUBSW   (SI), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y11
+	VPSHUFB      scaleByte<>+32(SB), Y2, Y12
+	VPMADDUBSW   32(CX), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   32(DI), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   32(R8), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   32(SI), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      48(AX), Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y12
+	VPSHUFB      scaleByte<>+64(SB), Y2, Y13
+	VPMADDUBSW   64(CX), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   64(DI), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   64(R8), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VPMADDUBSW   64(SI), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y11
+	VPSHUFB      scaleByte<>+96(SB), Y2, Y12
+	VPMADDUBSW   96(CX), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   96(DI), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   96(R8), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   96(SI), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      80(AX), Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y12
+	VPSHUFB      scaleByte<>+128(SB), Y2, Y13
+	VPMADDUBSW   128(CX), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   128(DI), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   128(R8), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VPMADDUBSW   128(SI), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y11
+	VPSHUFB      scaleByte<>+160(SB), Y2, Y12
+	VPMADDUBSW   160(CX), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   160(DI), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VPMADDUBSW   160(R8), Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	VPMADDUBSW   160(SI), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      112(AX), Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y12
+	VPSHUFB      scaleByte<>+192(SB), Y2, Y13
+	VPMADDUBSW   192(CX), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   192(DI), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   192(R8), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VPMADDUBSW   192(SI), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y11
+	VPSHUFB      scaleByte<>+224(SB), Y2, Y2
+	VPMADDUBSW   224(CX), Y11, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   224(DI), Y11, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y8, Y8
+	VPMADDUBSW   224(R8), Y11, Y12
+	VPMADDWD     Y2, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	VPMADDUBSW   224(SI), Y11, Y11
+	VPMADDWD     Y2, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VCVTPH2PS    (AX), X1
+	VPHADDD      Y8, Y7, Y7
+	VPHADDD      Y10, Y9, Y9
+	VPHADDD      Y5, Y4, Y4
+	VPHADDD      Y3, Y6, Y6
+	VPHADDD      Y9, Y7, Y7
+	VPHADDD      Y6, Y4, Y4
+	VPERM2I128   $0x21, Y4, Y7, Y2
+	VPBLENDD     $0xf0, Y4, Y7, Y3
+	VPADDD       Y3, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VMOVDQU      dDminIdx<>+0(SB), Y3
+	VPERMPS      Y1, Y3, Y3
+	VMULPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
 	VSUBPS       X1, X2, X2
 	VMOVSS       (DX), X1
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	LEAQ         (R9)(R9*2), R10
-	VINSERTPS    $0x10, (DX)(R9*1), X1, X1
-	VINSERTPS    $0x20, (DX)(R9*2), X1, X1
-	VINSERTPS    $0x30, (DX)(R10*1), X1, X1
+	MOVQ         k+40(FP), R10
+	SHRQ         $0x06, R10
+	LEAQ         (R10)(R10*2), R11
+	VINSERTPS    $0x10, (DX)(R10*1), X1, X1
+	VINSERTPS    $0x20, (DX)(R10*2), X1, X1
+	VINSERTPS    $0x30, (DX)(R11*1), X1, X1
 	VMULPS       X1, X2, X2
 	VADDPS       X2, X0, X0
 	ADDQ         $0x00000090, AX
-	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000004, DX
 	ADDQ         $0x00000020, BX
-	DECQ         SI
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x00000100, R8
+	ADDQ         $0x00000100, SI
+	DECQ         R9
 	JMP          dotQ4_Kx4AVX2_loop
 
 dotQ4_Kx4AVX2_done:
@@ -1490,14 +1510,16 @@ dotQ4_Kx4AVX2_done:
 
 // func dotQ5_Kx4AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotQ5_Kx4AVX2(SB), NOSPLIT, $32-56
+TEXT ·dotQ5_Kx4AVX2(SB), NOSPLIT, $0-56
 	MOVQ   w+0(FP), AX
 	MOVQ   qs+8(FP), CX
 	MOVQ   d+16(FP), DX
 	MOVQ   bsums+24(FP), BX
-	MOVQ   nb+32(FP), SI
-	MOVQ   k+40(FP), DI
-	LEAQ   (DI)(DI*2), R8
+	MOVQ   k+40(FP), SI
+	LEAQ   (CX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	MOVQ   nb+32(FP), R9
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -1505,237 +1527,221 @@ TEXT ·dotQ5_Kx4AVX2(SB), NOSPLIT, $32-56
 	VXORPS X4, X4, X4
 
 dotQ5_Kx4AVX2_loop:
-	TESTQ        SI, SI
+	TESTQ        R9, R9
 	JZ           dotQ5_Kx4AVX2_done
-	MOVL         4(AX), R9
-	MOVL         8(AX), R10
-	MOVL         12(AX), R11
-	MOVL         R11, R12
-	SHRL         $0x04, R12
-	ANDL         $0x0f0f0f0f, R12
-	MOVL         R10, R13
-	SHRL         $0x06, R13
-	ANDL         $0x03030303, R13
-	SHLL         $0x04, R13
-	ORL          R13, R12
-	ANDL         $0x0f0f0f0f, R11
-	MOVL         R9, R13
-	SHRL         $0x06, R13
-	ANDL         $0x03030303, R13
-	SHLL         $0x04, R13
-	ORL          R13, R11
-	ANDL         $0x3f3f3f3f, R10
-	ANDL         $0x3f3f3f3f, R9
-	VMOVD        R9, X5
-	VPINSRD      $0x01, R11, X5, X5
-	VPINSRD      $0x02, R10, X5, X5
-	VPINSRD      $0x03, R12, X5, X5
-	VPMOVZXBW    X5, Y5
-	VMOVDQU      Y5, (SP)
-	VMOVDQU      16(AX), Y5
-	VXORPS       Y6, Y6, Y6
-	VXORPS       Y7, Y7, Y7
+	VMOVDQU      4(AX), X7
+	VPSHUFB      kScaleUnpack<>+0(SB), X7, X5
+	VPSHUFB      kScaleUnpack<>+16(SB), X7, X6
+	VPSRLW       $0x04, X5, X7
+	VPBLENDD     $0x08, X7, X5, X5
+	VPAND        kScaleUnpack<>+32(SB), X5, X5
+	VPSRLW       $0x02, X6, X6
+	VPAND        kScaleUnpack<>+48(SB), X6, X6
+	VPOR         X6, X5, X5
+	VINSERTI128  $0x01, X5, Y5, Y6
+	VPSHUFB      minsDup<>+0(SB), Y6, Y7
+	MOVQ         k+40(FP), R10
+	SHRQ         $0x03, R10
+	LEAQ         (R10)(R10*2), R11
+	VPMADDWD     (BX), Y7, Y8
+	VPMADDWD     (BX)(R10*1), Y7, Y9
+	VPMADDWD     (BX)(R10*2), Y7, Y10
+	VPMADDWD     (BX)(R11*1), Y7, Y7
+	VPHADDD      Y9, Y8, Y8
+	VPHADDD      Y7, Y10, Y10
+	VPHADDD      Y10, Y8, Y8
+	VEXTRACTI128 $0x01, Y8, X5
+	VPADDD       X8, X5, X5
+	VCVTDQ2PS    X5, X5
+	VCVTPH2PS    (AX), X7
+	VMOVSHDUP    X7, X7
+	VBROADCASTSS X7, X7
+	VMOVSS       (DX), X8
+	MOVQ         k+40(FP), R10
+	SHRQ         $0x06, R10
+	LEAQ         (R10)(R10*2), R11
+	VINSERTPS    $0x10, (DX)(R10*1), X8, X8
+	VINSERTPS    $0x20, (DX)(R10*2), X8, X8
+	VINSERTPS    $0x30, (DX)(R11*1), X8, X8
+	VMULPS       X8, X7, X7
+	VFNMADD231PS X5, X7, X4
+	VMOVDQU      16(AX), Y7
 	VXORPS       Y8, Y8, Y8
 	VXORPS       Y9, Y9, Y9
-	VMOVDQU      48(AX), Y10
-	VPAND        nibbleMask<>+0(SB), Y10, Y11
-	VPSLLW       $0x04, Y5, Y12
-	VPAND        bit4Mask<>+0(SB), Y12, Y12
-	VPOR         Y12, Y11, Y11
-	VPBROADCASTW (SP), Y12
-	VPMADDUBSW   (CX), Y11, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	VPMADDUBSW   (CX)(DI*1), Y11, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPMADDUBSW   (CX)(DI*2), Y11, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VPMADDUBSW   (CX)(R8*1), Y11, Y11
-	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	VPSRLW       $0x04, Y10, Y10
-	VPAND        nibbleMask<>+0(SB), Y10, Y10
-	VPSLLW       $0x03, Y5, Y11
-	VPAND        bit4Mask<>+0(SB), Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPBROADCASTW 2(SP), Y11
-	VPMADDUBSW   32(CX), Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   32(CX)(DI*1), Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   32(CX)(DI*2), Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   32(CX)(R8*1), Y10, Y10
-	VPMADDWD     Y11, Y10, Y10
-	VPADDD       Y10, Y9, Y9
-	VMOVDQU      80(AX), Y10
-	VPAND        nibbleMask<>+0(SB), Y10, Y11
-	VPSLLW       $0x02, Y5, Y12
-	VPAND        bit4Mask<>+0(SB), Y12, Y12
-	VPOR         Y12, Y11, Y11
-	VPBROADCASTW 4(SP), Y12
-	VPMADDUBSW   64(CX), Y11, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	VPMADDUBSW   64(CX)(DI*1), Y11, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPMADDUBSW   64(CX)(DI*2), Y11, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VPMADDUBSW   64(CX)(R8*1), Y11, Y11
-	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	VPSRLW       $0x04, Y10, Y10
-	VPAND        nibbleMask<>+0(SB), Y10, Y10
-	VPSLLW       $0x01, Y5, Y11
-	VPAND        bit4Mask<>+0(SB), Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPBROADCASTW 6(SP), Y11
-	VPMADDUBSW   96(CX), Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   96(CX)(DI*1), Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   96(CX)(DI*2), Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   96(CX)(R8*1), Y10, Y10
-	VPMADDWD     Y11, Y10, Y10
-	VPADDD       Y10, Y9, Y9
-	VMOVDQU      112(AX), Y10
-	VPAND        nibbleMask<>+0(SB), Y10, Y11
-	VPAND        bit4Mask<>+0(SB), Y5, Y12
-	VPOR         Y12, Y11, Y11
-	VPBROADCASTW 8(SP), Y12
-	VPMADDUBSW   128(CX), Y11, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	VPMADDUBSW   128(CX)(DI*1), Y11, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPMADDUBSW   128(CX)(DI*2), Y11, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VPMADDUBSW   128(CX)(R8*1), Y11, Y11
-	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	VPSRLW       $0x04, Y10, Y10
-	VPAND        nibbleMask<>+0(SB), Y10, Y10
-	VPSRLW       $0x01, Y5, Y11
-	VPAND        bit4Mask<>+0(SB), Y11, Y11
-	VPOR         Y11, Y10, Y10
-	VPBROADCASTW 10(SP), Y11
-	VPMADDUBSW   160(CX), Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y6, Y6
-	VPMADDUBSW   160(CX)(DI*1), Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y7, Y7
-	VPMADDUBSW   160(CX)(DI*2), Y10, Y12
-	VPMADDWD     Y11, Y12, Y12
-	VPADDD       Y12, Y8, Y8
-	VPMADDUBSW   160(CX)(R8*1), Y10, Y10
-	VPMADDWD     Y11, Y10, Y10
-	VPADDD       Y10, Y9, Y9
-	VMOVDQU      144(AX), Y10
-	VPAND        nibbleMask<>+0(SB), Y10, Y11
-	VPSRLW       $0x02, Y5, Y12
-	VPAND        bit4Mask<>+0(SB), Y12, Y12
-	VPOR         Y12, Y11, Y11
-	VPBROADCASTW 12(SP), Y12
-	VPMADDUBSW   192(CX), Y11, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	VPMADDUBSW   192(CX)(DI*1), Y11, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPMADDUBSW   192(CX)(DI*2), Y11, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	VPMADDUBSW   192(CX)(R8*1), Y11, Y11
-	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	VPSRLW       $0x04, Y10, Y10
-	VPAND        nibbleMask<>+0(SB), Y10, Y10
-	VPSRLW       $0x03, Y5, Y5
-	VPAND        bit4Mask<>+0(SB), Y5, Y5
-	VPOR         Y5, Y10, Y10
-	VPBROADCASTW 14(SP), Y5
-	VPMADDUBSW   224(CX), Y10, Y11
-	VPMADDWD     Y5, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   224(CX)(DI*1), Y10, Y11
-	VPMADDWD     Y5, Y11, Y11
-	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   224(CX)(DI*2), Y10, Y11
-	VPMADDWD     Y5, Y11, Y11
-	VPADDD       Y11, Y8, Y8
-	VPMADDUBSW   224(CX)(R8*1), Y10, Y10
-	VPMADDWD     Y5, Y10, Y10
-	VPADDD       Y10, Y9, Y9
-	VCVTPH2PS    (AX), X5
-	VBROADCASTSS X5, Y10
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	LEAQ         (R9)(R9*2), R10
-	VBROADCASTSS (DX), Y11
-	VMULPS       Y10, Y11, Y11
-	VCVTDQ2PS    Y6, Y6
-	VFMADD231PS  Y6, Y11, Y0
-	VBROADCASTSS (DX)(R9*1), Y6
-	VMULPS       Y10, Y6, Y6
-	VCVTDQ2PS    Y7, Y7
-	VFMADD231PS  Y7, Y6, Y1
-	VBROADCASTSS (DX)(R9*2), Y6
-	VMULPS       Y10, Y6, Y6
+	VXORPS       Y10, Y10, Y10
+	VXORPS       Y11, Y11, Y11
+	VMOVDQU      48(AX), Y12
+	VPAND        nibbleMask<>+0(SB), Y12, Y13
+	VPSLLW       $0x04, Y7, Y14
+	VPAND        bit4Mask<>+0(SB), Y14, Y14
+	VPOR         Y14, Y13, Y13
+	VPSHUFB      scaleByte<>+0(SB), Y6, Y14
+	VPMADDUBSW   (CX), Y13, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPMADDUBSW   (DI), Y13, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPMADDUBSW   (R8), Y13, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y10, Y10
+	VPMADDUBSW   (SI), Y13, Y13
+	VPMADDWD     Y14, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        nibbleMask<>+0(SB), Y12, Y12
+	VPSLLW       $0x03, Y7, Y13
+	VPAND        bit4Mask<>+0(SB), Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPSHUFB      scaleByte<>+32(SB), Y6, Y13
+	VPMADDUBSW   32(CX), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   32(DI), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VPMADDUBSW   32(R8), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPMADDUBSW   32(SI), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VMOVDQU      80(AX), Y12
+	VPAND        nibbleMask<>+0(SB), Y12, Y13
+	VPSLLW       $0x02, Y7, Y14
+	VPAND        bit4Mask<>+0(SB), Y14, Y14
+	VPOR         Y14, Y13, Y13
+	VPSHUFB      scaleByte<>+64(SB), Y6, Y14
+	VPMADDUBSW   64(CX), Y13, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPMADDUBSW   64(DI), Y13, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPMADDUBSW   64(R8), Y13, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y10, Y10
+	VPMADDUBSW   64(SI), Y13, Y13
+	VPMADDWD     Y14, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        nibbleMask<>+0(SB), Y12, Y12
+	VPSLLW       $0x01, Y7, Y13
+	VPAND        bit4Mask<>+0(SB), Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPSHUFB      scaleByte<>+96(SB), Y6, Y13
+	VPMADDUBSW   96(CX), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   96(DI), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VPMADDUBSW   96(R8), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPMADDUBSW   96(SI), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VMOVDQU      112(AX), Y12
+	VPAND        nibbleMask<>+0(SB), Y12, Y13
+	VPAND        bit4Mask<>+0(SB), Y7, Y14
+	VPOR         Y14, Y13, Y13
+	VPSHUFB      scaleByte<>+128(SB), Y6, Y14
+	VPMADDUBSW   128(CX), Y13, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPMADDUBSW   128(DI), Y13, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPMADDUBSW   128(R8), Y13, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y10, Y10
+	VPMADDUBSW   128(SI), Y13, Y13
+	VPMADDWD     Y14, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        nibbleMask<>+0(SB), Y12, Y12
+	VPSRLW       $0x01, Y7, Y13
+	VPAND        bit4Mask<>+0(SB), Y13, Y13
+	VPOR         Y13, Y12, Y12
+	VPSHUFB      scaleByte<>+160(SB), Y6, Y13
+	VPMADDUBSW   160(CX), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VPMADDUBSW   160(DI), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VPMADDUBSW   160(R8), Y12, Y14
+	VPMADDWD     Y13, Y14, Y14
+	VPADDD       Y14, Y10, Y10
+	VPMADDUBSW   160(SI), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VPADDD       Y12, Y11, Y11
+	VMOVDQU      144(AX), Y12
+	VPAND        nibbleMask<>+0(SB), Y12, Y13
+	VPSRLW       $0x02, Y7, Y14
+	VPAND        bit4Mask<>+0(SB), Y14, Y14
+	VPOR         Y14, Y13, Y13
+	VPSHUFB      scaleByte<>+192(SB), Y6, Y14
+	VPMADDUBSW   192(CX), Y13, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPMADDUBSW   192(DI), Y13, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPMADDUBSW   192(R8), Y13, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y10, Y10
+	VPMADDUBSW   192(SI), Y13, Y13
+	VPMADDWD     Y14, Y13, Y13
+	VPADDD       Y13, Y11, Y11
+	VPSRLW       $0x04, Y12, Y12
+	VPAND        nibbleMask<>+0(SB), Y12, Y12
+	VPSRLW       $0x03, Y7, Y7
+	VPAND        bit4Mask<>+0(SB), Y7, Y7
+	VPOR         Y7, Y12, Y12
+	VPSHUFB      scaleByte<>+224(SB), Y6, Y6
+	VPMADDUBSW   224(CX), Y12, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y8, Y8
+	VPMADDUBSW   224(DI), Y12, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y9, Y9
+	VPMADDUBSW   224(R8), Y12, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y10, Y10
+	VPMADDUBSW   224(SI), Y12, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y11, Y11
+	VCVTPH2PS    (AX), X6
+	VBROADCASTSS X6, Y6
+	MOVQ         k+40(FP), R10
+	SHRQ         $0x06, R10
+	LEAQ         (R10)(R10*2), R11
+	VBROADCASTSS (DX), Y7
+	VMULPS       Y6, Y7, Y7
 	VCVTDQ2PS    Y8, Y8
-	VFMADD231PS  Y8, Y6, Y2
-	VBROADCASTSS (DX)(R10*1), Y6
-	VMULPS       Y10, Y6, Y6
+	VFMADD231PS  Y8, Y7, Y0
+	VBROADCASTSS (DX)(R10*1), Y7
+	VMULPS       Y6, Y7, Y7
 	VCVTDQ2PS    Y9, Y9
-	VFMADD231PS  Y9, Y6, Y3
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	LEAQ         (R9)(R9*2), R10
-	VMOVDQU      (BX), X6
-	VPHADDW      16(BX), X6, X6
-	VPMADDWD     16(SP), X6, X6
-	VMOVDQU      (BX)(R9*1), X7
-	VPHADDW      16(BX)(R9*1), X7, X7
-	VPMADDWD     16(SP), X7, X7
-	VMOVDQU      (BX)(R9*2), X8
-	VPHADDW      16(BX)(R9*2), X8, X8
-	VPMADDWD     16(SP), X8, X8
-	VMOVDQU      (BX)(R10*1), X9
-	VPHADDW      16(BX)(R10*1), X9, X9
-	VPMADDWD     16(SP), X9, X9
-	VPHADDD      X7, X6, X6
-	VPHADDD      X9, X8, X8
-	VPHADDD      X8, X6, X6
-	VCVTDQ2PS    X6, X6
-	VMOVSHDUP    X5, X5
-	VBROADCASTSS X5, X5
-	VMOVSS       (DX), X7
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	LEAQ         (R9)(R9*2), R10
-	VINSERTPS    $0x10, (DX)(R9*1), X7, X7
-	VINSERTPS    $0x20, (DX)(R9*2), X7, X7
-	VINSERTPS    $0x30, (DX)(R10*1), X7, X7
-	VMULPS       X7, X5, X5
-	VFNMADD231PS X6, X5, X4
+	VFMADD231PS  Y9, Y7, Y1
+	VBROADCASTSS (DX)(R10*2), Y7
+	VMULPS       Y6, Y7, Y7
+	VCVTDQ2PS    Y10, Y10
+	VFMADD231PS  Y10, Y7, Y2
+	VBROADCASTSS (DX)(R11*1), Y7
+	VMULPS       Y6, Y7, Y7
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y11, Y7, Y3
 	ADDQ         $0x000000b0, AX
-	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000004, DX
 	ADDQ         $0x00000020, BX
-	DECQ         SI
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x00000100, R8
+	ADDQ         $0x00000100, SI
+	DECQ         R9
 	JMP          dotQ5_Kx4AVX2_loop
 
 dotQ5_Kx4AVX2_done:
@@ -1775,14 +1781,16 @@ dotQ5_Kx4AVX2_done:
 
 // func dotQ6_Kx4AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotQ6_Kx4AVX2(SB), NOSPLIT, $32-56
+TEXT ·dotQ6_Kx4AVX2(SB), NOSPLIT, $0-56
 	MOVQ    w+0(FP), AX
 	MOVQ    qs+8(FP), CX
 	MOVQ    d+16(FP), DX
 	MOVQ    bsums+24(FP), BX
-	MOVQ    nb+32(FP), SI
-	MOVQ    k+40(FP), DI
-	LEAQ    (DI)(DI*2), R8
+	MOVQ    k+40(FP), SI
+	LEAQ    (CX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), SI
+	MOVQ    nb+32(FP), R9
 	VXORPS  Y0, Y0, Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
@@ -1790,268 +1798,265 @@ TEXT ·dotQ6_Kx4AVX2(SB), NOSPLIT, $32-56
 	VMOVDQU bytes32<>+0(SB), Y4
 
 dotQ6_Kx4AVX2_loop:
-	TESTQ        SI, SI
+	TESTQ        R9, R9
 	JZ           dotQ6_Kx4AVX2_done
-	VPMOVSXBW    192(AX), Y5
-	VMOVDQU      Y5, (SP)
 	VXORPS       Y5, Y5, Y5
 	VXORPS       Y6, Y6, Y6
 	VXORPS       Y7, Y7, Y7
 	VXORPS       Y8, Y8, Y8
-	VMOVDQU      (AX), Y9
-	VPAND        nibbleMask<>+0(SB), Y9, Y9
-	VMOVDQU      128(AX), Y10
-	VPSLLW       $0x04, Y10, Y10
-	VPAND        bits45Mask<>+0(SB), Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPBROADCASTD (SP), Y10
-	VPSHUFB      scalePairShuf<>+0(SB), Y10, Y10
-	VPMADDUBSW   (CX), Y9, Y11
-	VPMADDUBSW   (CX), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   (CX)(DI*1), Y9, Y11
-	VPMADDUBSW   (CX)(DI*1), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   (CX)(DI*2), Y9, Y11
-	VPMADDUBSW   (CX)(DI*2), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   (CX)(R8*1), Y9, Y9
-	VPMADDUBSW   (CX)(R8*1), Y4, Y11
-	VPSUBW       Y11, Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	VMOVDQU      32(AX), Y9
-	VPAND        nibbleMask<>+0(SB), Y9, Y9
-	VMOVDQU      128(AX), Y10
-	VPSLLW       $0x02, Y10, Y10
-	VPAND        bits45Mask<>+0(SB), Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPBROADCASTD 4(SP), Y10
-	VPSHUFB      scalePairShuf<>+0(SB), Y10, Y10
-	VPMADDUBSW   32(CX), Y9, Y11
-	VPMADDUBSW   32(CX), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   32(CX)(DI*1), Y9, Y11
-	VPMADDUBSW   32(CX)(DI*1), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   32(CX)(DI*2), Y9, Y11
-	VPMADDUBSW   32(CX)(DI*2), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   32(CX)(R8*1), Y9, Y9
-	VPMADDUBSW   32(CX)(R8*1), Y4, Y11
-	VPSUBW       Y11, Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	VMOVDQU      (AX), Y9
-	VPSRLW       $0x04, Y9, Y9
-	VPAND        nibbleMask<>+0(SB), Y9, Y9
-	VMOVDQU      128(AX), Y10
-	VPAND        bits45Mask<>+0(SB), Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPBROADCASTD 8(SP), Y10
-	VPSHUFB      scalePairShuf<>+0(SB), Y10, Y10
-	VPMADDUBSW   64(CX), Y9, Y11
-	VPMADDUBSW   64(CX), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   64(CX)(DI*1), Y9, Y11
-	VPMADDUBSW   64(CX)(DI*1), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   64(CX)(DI*2), Y9, Y11
-	VPMADDUBSW   64(CX)(DI*2), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   64(CX)(R8*1), Y9, Y9
-	VPMADDUBSW   64(CX)(R8*1), Y4, Y11
-	VPSUBW       Y11, Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	VMOVDQU      32(AX), Y9
-	VPSRLW       $0x04, Y9, Y9
-	VPAND        nibbleMask<>+0(SB), Y9, Y9
-	VMOVDQU      128(AX), Y10
-	VPSRLW       $0x02, Y10, Y10
-	VPAND        bits45Mask<>+0(SB), Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPBROADCASTD 12(SP), Y10
-	VPSHUFB      scalePairShuf<>+0(SB), Y10, Y10
-	VPMADDUBSW   96(CX), Y9, Y11
-	VPMADDUBSW   96(CX), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   96(CX)(DI*1), Y9, Y11
-	VPMADDUBSW   96(CX)(DI*1), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   96(CX)(DI*2), Y9, Y11
-	VPMADDUBSW   96(CX)(DI*2), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   96(CX)(R8*1), Y9, Y9
-	VPMADDUBSW   96(CX)(R8*1), Y4, Y11
-	VPSUBW       Y11, Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	VMOVDQU      64(AX), Y9
-	VPAND        nibbleMask<>+0(SB), Y9, Y9
-	VMOVDQU      160(AX), Y10
-	VPSLLW       $0x04, Y10, Y10
-	VPAND        bits45Mask<>+0(SB), Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPBROADCASTD 16(SP), Y10
-	VPSHUFB      scalePairShuf<>+0(SB), Y10, Y10
-	VPMADDUBSW   128(CX), Y9, Y11
-	VPMADDUBSW   128(CX), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   128(CX)(DI*1), Y9, Y11
-	VPMADDUBSW   128(CX)(DI*1), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   128(CX)(DI*2), Y9, Y11
-	VPMADDUBSW   128(CX)(DI*2), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   128(CX)(R8*1), Y9, Y9
-	VPMADDUBSW   128(CX)(R8*1), Y4, Y11
-	VPSUBW       Y11, Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	VMOVDQU      96(AX), Y9
-	VPAND        nibbleMask<>+0(SB), Y9, Y9
-	VMOVDQU      160(AX), Y10
-	VPSLLW       $0x02, Y10, Y10
-	VPAND        bits45Mask<>+0(SB), Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPBROADCASTD 20(SP), Y10
-	VPSHUFB      scalePairShuf<>+0(SB), Y10, Y10
-	VPMADDUBSW   160(CX), Y9, Y11
-	VPMADDUBSW   160(CX), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   160(CX)(DI*1), Y9, Y11
-	VPMADDUBSW   160(CX)(DI*1), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   160(CX)(DI*2), Y9, Y11
-	VPMADDUBSW   160(CX)(DI*2), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   160(CX)(R8*1), Y9, Y9
-	VPMADDUBSW   160(CX)(R8*1), Y4, Y11
-	VPSUBW       Y11, Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	VMOVDQU      64(AX), Y9
-	VPSRLW       $0x04, Y9, Y9
-	VPAND        nibbleMask<>+0(SB), Y9, Y9
-	VMOVDQU      160(AX), Y10
-	VPAND        bits45Mask<>+0(SB), Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPBROADCASTD 24(SP), Y10
-	VPSHUFB      scalePairShuf<>+0(SB), Y10, Y10
-	VPMADDUBSW   192(CX), Y9, Y11
-	VPMADDUBSW   192(CX), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   192(CX)(DI*1), Y9, Y11
-	VPMADDUBSW   192(CX)(DI*1), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   192(CX)(DI*2), Y9, Y11
-	VPMADDUBSW   192(CX)(DI*2), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   192(CX)(R8*1), Y9, Y9
-	VPMADDUBSW   192(CX)(R8*1), Y4, Y11
-	VPSUBW       Y11, Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	VMOVDQU      96(AX), Y9
-	VPSRLW       $0x04, Y9, Y9
-	VPAND        nibbleMask<>+0(SB), Y9, Y9
-	VMOVDQU      160(AX), Y10
-	VPSRLW       $0x02, Y10, Y10
-	VPAND        bits45Mask<>+0(SB), Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPBROADCASTD 28(SP), Y10
-	VPSHUFB      scalePairShuf<>+0(SB), Y10, Y10
-	VPMADDUBSW   224(CX), Y9, Y11
-	VPMADDUBSW   224(CX), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPMADDUBSW   224(CX)(DI*1), Y9, Y11
-	VPMADDUBSW   224(CX)(DI*1), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y6, Y6
-	VPMADDUBSW   224(CX)(DI*2), Y9, Y11
-	VPMADDUBSW   224(CX)(DI*2), Y4, Y12
-	VPSUBW       Y12, Y11, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y7, Y7
-	VPMADDUBSW   224(CX)(R8*1), Y9, Y9
-	VPMADDUBSW   224(CX)(R8*1), Y4, Y11
-	VPSUBW       Y11, Y9, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y8, Y8
-	MOVWLZX      208(AX), R9
-	VMOVD        R9, X9
-	VCVTPH2PS    X9, X9
-	VBROADCASTSS X9, Y9
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	LEAQ         (R9)(R9*2), R10
-	VBROADCASTSS (DX), Y10
-	VMULPS       Y9, Y10, Y10
+	VPMOVSXBW    192(AX), X9
+	VINSERTI128  $0x01, X9, Y9, Y9
+	VMOVDQU      (AX), Y10
+	VPAND        nibbleMask<>+0(SB), Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        bits45Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      scalePair<>+0(SB), Y9, Y11
+	VPMADDUBSW   (CX), Y10, Y13
+	VPMADDUBSW   (CX), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   (DI), Y10, Y13
+	VPMADDUBSW   (DI), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   (R8), Y10, Y13
+	VPMADDUBSW   (R8), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   (SI), Y10, Y10
+	VPMADDUBSW   (SI), Y4, Y13
+	VPSUBW       Y13, Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      32(AX), Y10
+	VPAND        nibbleMask<>+0(SB), Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        bits45Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      scalePair<>+32(SB), Y9, Y11
+	VPMADDUBSW   32(CX), Y10, Y13
+	VPMADDUBSW   32(CX), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   32(DI), Y10, Y13
+	VPMADDUBSW   32(DI), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   32(R8), Y10, Y13
+	VPMADDUBSW   32(R8), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   32(SI), Y10, Y10
+	VPMADDUBSW   32(SI), Y4, Y13
+	VPSUBW       Y13, Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      (AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        nibbleMask<>+0(SB), Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPAND        bits45Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      scalePair<>+64(SB), Y9, Y11
+	VPMADDUBSW   64(CX), Y10, Y13
+	VPMADDUBSW   64(CX), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   64(DI), Y10, Y13
+	VPMADDUBSW   64(DI), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   64(R8), Y10, Y13
+	VPMADDUBSW   64(R8), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   64(SI), Y10, Y10
+	VPMADDUBSW   64(SI), Y4, Y13
+	VPSUBW       Y13, Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      32(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        nibbleMask<>+0(SB), Y10, Y10
+	VMOVDQU      128(AX), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        bits45Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      scalePair<>+96(SB), Y9, Y11
+	VPMADDUBSW   96(CX), Y10, Y13
+	VPMADDUBSW   96(CX), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   96(DI), Y10, Y13
+	VPMADDUBSW   96(DI), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   96(R8), Y10, Y13
+	VPMADDUBSW   96(R8), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   96(SI), Y10, Y10
+	VPMADDUBSW   96(SI), Y4, Y13
+	VPSUBW       Y13, Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VPMOVSXBW    200(AX), X12
+	VINSERTI128  $0x01, X12, Y12, Y12
+	VMOVDQU      64(AX), Y10
+	VPAND        nibbleMask<>+0(SB), Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPSLLW       $0x04, Y11, Y11
+	VPAND        bits45Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      scalePair<>+0(SB), Y12, Y11
+	VPMADDUBSW   128(CX), Y10, Y13
+	VPMADDUBSW   128(CX), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   128(DI), Y10, Y13
+	VPMADDUBSW   128(DI), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   128(R8), Y10, Y13
+	VPMADDUBSW   128(R8), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   128(SI), Y10, Y10
+	VPMADDUBSW   128(SI), Y4, Y13
+	VPSUBW       Y13, Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      96(AX), Y10
+	VPAND        nibbleMask<>+0(SB), Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPSLLW       $0x02, Y11, Y11
+	VPAND        bits45Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      scalePair<>+32(SB), Y12, Y11
+	VPMADDUBSW   160(CX), Y10, Y13
+	VPMADDUBSW   160(CX), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   160(DI), Y10, Y13
+	VPMADDUBSW   160(DI), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   160(R8), Y10, Y13
+	VPMADDUBSW   160(R8), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   160(SI), Y10, Y10
+	VPMADDUBSW   160(SI), Y4, Y13
+	VPSUBW       Y13, Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      64(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        nibbleMask<>+0(SB), Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPAND        bits45Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      scalePair<>+64(SB), Y12, Y11
+	VPMADDUBSW   192(CX), Y10, Y13
+	VPMADDUBSW   192(CX), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   192(DI), Y10, Y13
+	VPMADDUBSW   192(DI), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   192(R8), Y10, Y13
+	VPMADDUBSW   192(R8), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   192(SI), Y10, Y10
+	VPMADDUBSW   192(SI), Y4, Y13
+	VPSUBW       Y13, Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      96(AX), Y10
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        nibbleMask<>+0(SB), Y10, Y10
+	VMOVDQU      160(AX), Y11
+	VPSRLW       $0x02, Y11, Y11
+	VPAND        bits45Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      scalePair<>+96(SB), Y12, Y11
+	VPMADDUBSW   224(CX), Y10, Y13
+	VPMADDUBSW   224(CX), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPMADDUBSW   224(DI), Y10, Y13
+	VPMADDUBSW   224(DI), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   224(R8), Y10, Y13
+	VPMADDUBSW   224(R8), Y4, Y14
+	VPSUBW       Y14, Y13, Y13
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   224(SI), Y10, Y10
+	VPMADDUBSW   224(SI), Y4, Y13
+	VPSUBW       Y13, Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWLZX      208(AX), R10
+	VMOVD        R10, X10
+	VCVTPH2PS    X10, X10
+	VBROADCASTSS X10, Y10
+	MOVQ         k+40(FP), R10
+	SHRQ         $0x06, R10
+	LEAQ         (R10)(R10*2), R11
+	VBROADCASTSS (DX), Y11
+	VMULPS       Y10, Y11, Y11
 	VCVTDQ2PS    Y5, Y5
-	VFMADD231PS  Y5, Y10, Y0
-	VBROADCASTSS (DX)(R9*1), Y5
-	VMULPS       Y9, Y5, Y5
+	VFMADD231PS  Y5, Y11, Y0
+	VBROADCASTSS (DX)(R10*1), Y5
+	VMULPS       Y10, Y5, Y5
 	VCVTDQ2PS    Y6, Y6
 	VFMADD231PS  Y6, Y5, Y1
-	VBROADCASTSS (DX)(R9*2), Y5
-	VMULPS       Y9, Y5, Y5
+	VBROADCASTSS (DX)(R10*2), Y5
+	VMULPS       Y10, Y5, Y5
 	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y5, Y2
-	VBROADCASTSS (DX)(R10*1), Y5
-	VMULPS       Y9, Y5, Y5
+	VBROADCASTSS (DX)(R11*1), Y5
+	VMULPS       Y10, Y5, Y5
 	VCVTDQ2PS    Y8, Y8
 	VFMADD231PS  Y8, Y5, Y3
 	ADDQ         $0x000000d2, AX
-	ADDQ         $0x00000100, CX
 	ADDQ         $0x00000004, DX
 	ADDQ         $0x00000020, BX
-	DECQ         SI
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x00000100, R8
+	ADDQ         $0x00000100, SI
+	DECQ         R9
 	JMP          dotQ6_Kx4AVX2_loop
 
 dotQ6_Kx4AVX2_done:

@@ -594,13 +594,17 @@ func quantQ8_0AVX2() {
 // are exact, and the float part follows the pure-Go kernels operation by
 // operation.
 
-// kConsts are the byte masks the K-quant kernels read from memory.
+// kConsts are the constants the K-quant kernels read from memory.
 type kConsts struct {
-	nib  Mem // 0x0f: low nibbles
-	b4   Mem // 0x10: Q5_K's fifth bit
-	b45  Mem // 0x30: Q6_K's two high bits
-	m32  Mem // 32: Q6_K's offset
-	sc16 Mem // VPSHUFB pattern: word 0 to the low 128 bits, word 1 to the high
+	nib     Mem // 0x0f: low nibbles
+	b4      Mem // 0x10: Q5_K's fifth bit
+	b45     Mem // 0x30: Q6_K's two high bits
+	m32     Mem // 32: Q6_K's offset
+	scale   Mem // VPSHUFB patterns, 32 bytes each: pattern i zero-extends byte i to every int16
+	minsDup Mem // VPSHUFB pattern: bytes 8..15 zero-extended to int16, each twice
+	unpack  Mem // kScales' two VPSHUFB patterns and two masks, 16 bytes each
+	pair    Mem // VPSHUFB patterns: pattern i broadcasts word 2i to the low half, word 2i+1 to the high one
+	dmin4   Mem // VPERMPS indices 0,0,0,0,1,1,1,1: d to the low half, dmin to the high one
 }
 
 func kQuantConsts(nibbles Mem) kConsts {
@@ -612,53 +616,96 @@ func kQuantConsts(nibbles Mem) kConsts {
 		return m
 	}
 	c := kConsts{nib: nibbles, b4: bytes("bit4Mask", 0x10), b45: bytes("bits45Mask", 0x30), m32: bytes("bytes32", 32)}
-	c.sc16 = GLOBL("scalePairShuf", RODATA|NOPTR)
-	for i, v := range []uint64{0x0100010001000100, 0x0100010001000100, 0x0302030203020302, 0x0302030203020302} {
+	// Byte i of a register zero-extended into every int16 word (VPSHUFB
+	// writes 0 for an index with its top bit set).
+	c.scale = GLOBL("scaleByte", RODATA|NOPTR)
+	for i := 0; i < 8; i++ {
+		for o := 0; o < 32; o += 8 {
+			DATA(32*i+o, U64(uint64(0x8000+i)*0x0001000100010001))
+		}
+	}
+	c.minsDup = GLOBL("minsDup", RODATA|NOPTR)
+	for i := 0; i < 16; i++ {
+		DATA(2*i, U16(0x8000+8+i/2))
+	}
+	// kScales' VPSHUFB indices (the byte each result byte takes) and masks.
+	c.unpack = GLOBL("kScaleUnpack", RODATA|NOPTR)
+	for i, v := range []uint64{
+		0x0b0a090803020100, 0x0b0a090807060504, // bytes 0-3, 8-11, 4-7, 8-11
+		0x0302010080808080, 0x0706050480808080, // the top bits: bytes 0-3 under 4-7, 4-7 under 12-15
+		0x0f0f0f0f3f3f3f3f, 0x0f0f0f0f3f3f3f3f,
+		0x3030303000000000, 0x3030303000000000,
+	} {
 		DATA(8*i, U64(v))
+	}
+	// w16 is eight bytes holding int16 word i four times, as VPSHUFB indices.
+	w16 := func(i int) uint64 { return uint64(2*i+(2*i+1)<<8) * 0x0001000100010001 }
+	c.pair = GLOBL("scalePair", RODATA|NOPTR)
+	for i := 0; i < 4; i++ {
+		for o := 0; o < 32; o += 8 {
+			DATA(32*i+o, U64(w16(2*i+o/16)))
+		}
+	}
+	c.dmin4 = GLOBL("dDminIdx", RODATA|NOPTR)
+	for i := 0; i < 8; i++ {
+		DATA(4*i, U32(uint32(i/4)))
 	}
 	return c
 }
 
-// kToks addresses n (1 or 4) tokens' Q8_K activations.
+// kToks addresses n (1 or 4) tokens' Q8_K activations. Each token's qs has
+// a base register of its own: an indexed address would cost the VEX
+// instructions that read it their micro-fusion. Tokens 1..3 of d and bsums
+// (read once per super-block) are addressed from k, reloaded where needed.
 type kToks struct {
 	n     int
-	k, k3 Register // qs bytes from one token to the next, and 3k
+	qs    []Register
+	d, bs Mem
 }
 
-// loadKToks loads parameter k for n = 4 tokens.
 func loadKToks(n int) kToks {
-	tk := kToks{n: n}
+	tk := kToks{n: n, qs: []Register{Load(Param("qs"), GP64())}, d: ptr("d"), bs: ptr("bsums")}
 	if n == 4 {
-		tk.k = Load(Param("k"), GP64())
-		tk.k3 = x3(tk.k)
+		k := Load(Param("k"), GP64())
+		for t := 1; t < 4; t++ {
+			q := GP64()
+			LEAQ(Mem{Base: tk.qs[t-1], Index: k, Scale: 1}, q)
+			tk.qs = append(tk.qs, q)
+		}
 	}
 	return tk
 }
 
-// qs is token t's int8 values at m (token 0's).
-func (tk kToks) qs(m Mem, t int) Mem { return tokAddr(m, t, tk.k, tk.k3) }
+// a is the address of token t's activations at offset off of the super-block.
+func (tk kToks) a(t, off int) Mem { return Mem{Base: tk.qs[t], Disp: off} }
+
+// steps are the pointers the block loop advances per super-block.
+func (tk kToks) steps(w Register, bytes int) []step {
+	s := []step{{w, bytes}, {tk.d.Base, 4}, {tk.bs.Base, 32}}
+	for _, q := range tk.qs {
+		s = append(s, step{q, 256})
+	}
+	return s
+}
 
 // per returns the stride of an array holding a value per 2^shift activation
-// bytes (d: 6, bsums with its two bytes per 16: 3), and its triple; temporary
-// registers, computed where needed to spare general registers in the loop.
+// bytes (d: 6, bsums with its two bytes per 16: 3), and its triple.
 func (tk kToks) per(shift int) (s, s3 Register) {
 	if tk.n == 1 {
 		return nil, nil
 	}
-	s = GP64()
-	MOVQ(tk.k, s)
+	s = Load(Param("k"), GP64())
 	SHRQ(U8(shift), s)
 	return s, x3(s)
 }
 
-// gatherD returns the n tokens' scales d (a float32 each at m, token 0's),
-// token t in float lane t.
-func (tk kToks) gatherD(m Mem) VecVirtual {
+// gatherD returns the n tokens' scales d, token t in float lane t.
+func (tk kToks) gatherD() VecVirtual {
 	x := XMM()
-	VMOVSS(m, x)
+	VMOVSS(tk.d, x)
 	s, s3 := tk.per(6)
 	for t := 1; t < tk.n; t++ {
-		VINSERTPS(U8(t<<4), tokAddr(m, t, s, s3), x, x)
+		VINSERTPS(U8(t<<4), tokAddr(tk.d, t, s, s3), x, x)
 	}
 	return x
 }
@@ -686,79 +733,50 @@ func hsumI32(v []VecVirtual) Register {
 }
 
 // kScales unpacks the twelve bytes of 6-bit scales and mins of a Q4_K or
-// Q5_K super-block at s (kScaleMin in kernels.go, done as ggml's utmp
-// shuffle in general registers) and stores them at stk as sixteen int16:
-// the eight scales, then the eight mins.
-func kScales(s, stk Mem) {
-	const k1, k2, k3 = 0x3f3f3f3f, 0x0f0f0f0f, 0x03030303
-	u0, u1, u2, u3, v := GP32(), GP32(), GP32(), GP32(), GP32()
-	MOVL(s, u0)
-	MOVL(s.Offset(4), u1)
-	MOVL(s.Offset(8), u2)
-	// mins 4..7: low nibbles from the high nibbles of bytes 8..11, bits 4-5
-	// from the top bits of bytes 4..7.
-	MOVL(u2, u3)
-	SHRL(U8(4), u3)
-	ANDL(U32(k2), u3)
-	MOVL(u1, v)
-	SHRL(U8(6), v)
-	ANDL(U32(k3), v)
-	SHLL(U8(4), v)
-	ORL(v, u3)
-	// scales 4..7: the low nibbles of bytes 8..11, the top bits of bytes 0..3.
-	ANDL(U32(k2), u2)
-	MOVL(u0, v)
-	SHRL(U8(6), v)
-	ANDL(U32(k3), v)
-	SHLL(U8(4), v)
-	ORL(v, u2)
-	ANDL(U32(k1), u1) // mins 0..3
-	ANDL(U32(k1), u0) // scales 0..3
-	x := XMM()
-	VMOVD(u0, x)
-	VPINSRD(U8(1), u2, x, x)
-	VPINSRD(U8(2), u1, x, x)
-	VPINSRD(U8(3), u3, x, x)
-	y := YMM()
-	VPMOVZXBW(x, y)
-	VMOVDQU(y, stk)
+// Q5_K super-block at s (kScaleMin in kernels.go) with two VPSHUFB: bytes
+// 0..3 and 8..11 of the result are the low six bits of bytes 0..3 and 4..7,
+// bytes 4..7 and 12..15 a nibble of bytes 8..11 with the top two bits of
+// bytes 0..3 and 4..7 above it. It returns the eight scales then the eight
+// mins as bytes, in both 128-bit halves (c.scale picks one as int16), and
+// the mins as int16, each twice (m0, m0, m1, m1, …: VPMADDWD with the
+// sixteen bsums gives m_j·Σa over scale j's 32 values in int32 lane j).
+func kScales(s Mem, c kConsts) (sc, mins VecVirtual) {
+	a, b, t := XMM(), XMM(), XMM()
+	VMOVDQU(s, t) // the 12 bytes and 4 of the next field
+	VPSHUFB(c.unpack, t, a)
+	VPSHUFB(c.unpack.Offset(16), t, b)
+	VPSRLW(U8(4), a, t)
+	VPBLENDD(U8(8), t, a, a) // mins 4..7: the high nibbles
+	VPAND(c.unpack.Offset(32), a, a)
+	VPSRLW(U8(2), b, b)
+	VPAND(c.unpack.Offset(48), b, b)
+	VPOR(b, a, a)
+	sc, mins = YMM(), YMM()
+	VINSERTI128(U8(1), a, a.AsY(), sc)
+	VPSHUFB(c.minsDup, sc, mins)
+	return sc, mins
 }
 
-// kMins returns an XMM register whose int32 lane t is token t's
-// Σ_j m_j·(Σ a over the 32 values of scale j): the bsums summed in pairs
-// (VPHADDW: at most 2·16·127 = 4064) and multiplied by the mins (int16 at
-// mins) with VPMADDWD.
-func (tk kToks) kMins(bsums, mins Mem) Register {
+// kMins returns, for each token t, VPMADDWD of its sixteen bsums with the
+// doubled mins: int32 lanes whose sum is Σ_j m_j·Σa_j (a pair of bsums is
+// at most 2·16·127 = 4064, times a min ≤ 63).
+func (tk kToks) kMins(mins VecVirtual) []VecVirtual {
 	s, s3 := tk.per(3)
 	v := make([]VecVirtual, tk.n)
 	for t := range v {
-		b := tokAddr(bsums, t, s, s3)
-		v[t] = XMM()
-		VMOVDQU(b, v[t])
-		VPHADDW(b.Offset(16), v[t], v[t])
-		VPMADDWD(mins, v[t], v[t])
+		v[t] = YMM()
+		VPMADDWD(tokAddr(tk.bs, t, s, s3), mins, v[t])
 	}
-	if tk.n == 1 {
-		x, u := v[0], XMM()
-		VPSHUFD(U8(0x4e), x, u)
-		VPADDD(u, x, x)
-		VPSHUFD(U8(0xb1), x, u)
-		VPADDD(u, x, x)
-		return x
-	}
-	VPHADDD(v[1], v[0], v[0])
-	VPHADDD(v[3], v[2], v[2])
-	VPHADDD(v[2], v[0], v[0])
-	return v[0]
+	return v
 }
 
 // kDot adds to sums[t] the scaled products of 32 unsigned weight values q
-// with token t's 32 activations at a (token 0's): VPMADDUBSW pair sums,
+// with token t's 32 activations at offset off: VPMADDUBSW pair sums,
 // VPMADDWD by the int16 scales sc.
-func (tk kToks) kDot(q, sc Op, a Mem, sums []VecVirtual) {
+func (tk kToks) kDot(q, sc Op, off int, sums []VecVirtual) {
 	for t := range sums {
 		p := YMM()
-		VPMADDUBSW(tk.qs(a, t), q, p)
+		VPMADDUBSW(tk.a(t, off), q, p)
 		VPMADDWD(sc, p, p)
 		VPADDD(p, sums[t], sums[t])
 	}
@@ -782,15 +800,15 @@ func nibbles(raw VecVirtual, h int, c kConsts) VecVirtual {
 const kPrefetch = 512
 
 // kBlockLoop is blockLoop over nb super-blocks of bytes bytes at w; with
-// one token (n = 1) each super-block's lines kPrefetch bytes ahead are
-// prefetched first.
-func kBlockLoop(name string, n int, nb Register, w, qs, d, bs Mem, bytes int, body func()) {
+// one token each super-block's lines kPrefetch bytes ahead are prefetched
+// first.
+func (tk kToks) kBlockLoop(name string, nb Register, w Mem, bytes int, body func()) {
 	blockLoop(name, nb, func() {
-		for o := 0; n == 1 && kPrefetch > 0 && o < bytes; o += 64 {
+		for o := 0; tk.n == 1 && kPrefetch > 0 && o < bytes; o += 64 {
 			PREFETCHT0(w.Offset(kPrefetch + o))
 		}
 		body()
-	}, step{w.Base, bytes}, step{qs.Base, 256}, step{d.Base, 4}, step{bs.Base, 32})
+	}, tk.steps(w.Base, bytes)...)
 }
 
 const kSig = "func(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)"
@@ -801,46 +819,74 @@ func kDoc(name, typ string, n int) {
 }
 
 // dotQ4KAVX2 emits dotQ4_Kx{n}AVX2. Per super-block: the integer Σ sc·q·a
-// (lanes summed) and Σ m·Σa, then, as dotQ4KGo does without fusing,
-// sum += d_a·(d·sumi − dmin·summ), for the n tokens in the float lanes of
-// one XMM register.
+// and Σ m·Σa, reduced together (with four tokens: sumi of the four in the
+// low half, summ in the high one), then, as dotQ4KGo does without fusing,
+// sum += d_a·(d·sumi − dmin·summ), the tokens in the float lanes of one XMM
+// register.
 func dotQ4KAVX2(n int, c kConsts) {
 	name := fmt.Sprintf("dotQ4_Kx%dAVX2", n)
 	TEXT(name, NOSPLIT, kSig)
 	kDoc(name, "Q4_K", n)
-	w, qs, d, bs := ptr("w"), ptr("qs"), ptr("d"), ptr("bsums")
-	nb := Load(Param("nb"), GP64())
+	w := ptr("w")
 	tk := loadKToks(n)
-	stk := AllocLocal(32)
+	nb := Load(Param("nb"), GP64())
 	acc := XMM()
 	VXORPS(acc, acc, acc)
 
-	kBlockLoop(name, n, nb, w, qs, d, bs, 144, func() {
-		kScales(w.Offset(4), stk)
+	tk.kBlockLoop(name, nb, w, 144, func() {
+		sc, mins := kScales(w.Offset(4), c)
+		summ := tk.kMins(mins)
 		sumi := zeroed(n, YMM)
 		for j := 0; j < 4; j++ { // 64 values: 32 bytes of nibbles
 			raw := YMM()
 			VMOVDQU(w.Offset(16+32*j), raw)
 			for h := 0; h < 2; h++ {
-				q, sc := nibbles(raw, h, c), YMM()
-				VPBROADCASTW(stk.Offset(2*(2*j+h)), sc)
-				tk.kDot(q, sc, qs.Offset(64*j+32*h), sumi)
+				q, s := nibbles(raw, h, c), YMM()
+				VPSHUFB(c.scale.Offset(32*(2*j+h)), sc, s)
+				tk.kDot(q, s, 64*j+32*h, sumi)
 			}
 		}
-		si := hsumI32(sumi)
-		sm := tk.kMins(bs, stk.Offset(16))
-		dm, dd := XMM(), XMM()
+		dm := XMM()
 		VCVTPH2PS(w, dm) // d, dmin
-		VBROADCASTSS(dm, dd)
-		VMOVSHDUP(dm, dm)
-		VBROADCASTSS(dm, dm)
-		VCVTDQ2PS(si, si)
-		VCVTDQ2PS(sm, sm)
-		VMULPS(dd, si, si) // d·sumi
-		VMULPS(dm, sm, sm) // dmin·summ
-		VSUBPS(sm, si, si)
-		VMULPS(tk.gatherD(d), si, si) // d_a·(…)
-		VADDPS(si, acc, acc)
+		if n == 1 {
+			// [sumi, summ] in lanes 0 and 1, then [d·sumi, dmin·summ].
+			x, u := sumi[0].AsX(), XMM()
+			VPHADDD(summ[0], sumi[0], sumi[0])
+			VEXTRACTI128(U8(1), sumi[0], u)
+			VPADDD(u, x, x)
+			VPHADDD(x, x, x)
+			VCVTDQ2PS(x, x)
+			VMULPS(dm, x, x)
+			VMOVSHDUP(x, u)
+			VSUBSS(u, x, x)    // d·sumi − dmin·summ
+			VMULSS(tk.d, x, x) // d_a·(…)
+			VADDSS(x, acc, acc)
+			return
+		}
+		// Eight reductions at once: the low half of e holds the four
+		// tokens' sumi over lanes 0-3, its high half over lanes 4-7; f the
+		// same for summ. Then [sumi0..3 | summ0..3] = [e.lo | f.lo] + [e.hi | f.hi].
+		VPHADDD(sumi[1], sumi[0], sumi[0])
+		VPHADDD(sumi[3], sumi[2], sumi[2])
+		VPHADDD(summ[1], summ[0], summ[0])
+		VPHADDD(summ[3], summ[2], summ[2])
+		e, f := sumi[0], summ[0]
+		VPHADDD(sumi[2], e, e)
+		VPHADDD(summ[2], f, f)
+		x, y := YMM(), YMM()
+		VPERM2I128(U8(0x21), f, e, x)
+		VPBLENDD(U8(0xf0), f, e, y)
+		VPADDD(y, x, x)
+		VCVTDQ2PS(x, x)
+		dd := YMM()
+		VMOVDQU(c.dmin4, dd)
+		VPERMPS(dm.AsY(), dd, dd) // d ×4, dmin ×4
+		VMULPS(dd, x, x)
+		hi := XMM()
+		VEXTRACTF128(U8(1), x, hi)
+		VSUBPS(hi, x.AsX(), x.AsX())           // d·sumi − dmin·summ
+		VMULPS(tk.gatherD(), x.AsX(), x.AsX()) // d_a·(…)
+		VADDPS(x.AsX(), acc, acc)
 	})
 
 	out := ptr("out")
@@ -856,11 +902,11 @@ func dotQ4KAVX2(n int, c kConsts) {
 // lanesEpilogue adds a super-block's integer lanes sumi[t] into the float
 // accumulators acc[t] as fma(d_a·dw, lane, acc) (dw: the weight scale in
 // every lane), as dotQ5KGo and dotQ6KGo do.
-func (tk kToks) lanesEpilogue(d Mem, dw VecVirtual, sumi, acc []VecVirtual) {
+func (tk kToks) lanesEpilogue(dw VecVirtual, sumi, acc []VecVirtual) {
 	s, s3 := tk.per(6)
 	for t := range sumi {
 		dt := YMM()
-		VBROADCASTSS(tokAddr(d, t, s, s3), dt)
+		VBROADCASTSS(tokAddr(tk.d, t, s, s3), dt)
 		VMULPS(dw, dt, dt) // d_a·d_w
 		VCVTDQ2PS(sumi[t], sumi[t])
 		VFMADD231PS(sumi[t], dt, acc[t])
@@ -871,21 +917,30 @@ func (tk kToks) lanesEpilogue(d Mem, dw VecVirtual, sumi, acc []VecVirtual) {
 // value's fifth bit from qh (bit 2j of qh[i] for value 64j+i, bit 2j+1 for
 // 64j+32+i) moved to bit 4, then dotQ5KGo's floats: per lane
 // fma(d_a·d, lane, acc), the mins as summs = fma(−d_a·dmin, summ, summs)
-// (tokens in XMM lanes), and at the end hsum8(acc) + summs.
+// (tokens in XMM lanes; done first, which frees registers for the lanes),
+// and at the end hsum8(acc) + summs.
 func dotQ5KAVX2(n int, c kConsts) {
 	name := fmt.Sprintf("dotQ5_Kx%dAVX2", n)
 	TEXT(name, NOSPLIT, kSig)
 	kDoc(name, "Q5_K", n)
-	w, qs, d, bs := ptr("w"), ptr("qs"), ptr("d"), ptr("bsums")
-	nb := Load(Param("nb"), GP64())
+	w := ptr("w")
 	tk := loadKToks(n)
-	stk := AllocLocal(32)
+	nb := Load(Param("nb"), GP64())
 	acc := zeroed(n, YMM)
 	summs := XMM()
 	VXORPS(summs, summs, summs)
 
-	kBlockLoop(name, n, nb, w, qs, d, bs, 176, func() {
-		kScales(w.Offset(4), stk)
+	tk.kBlockLoop(name, nb, w, 176, func() {
+		sc, mins := kScales(w.Offset(4), c)
+		sm := hsumI32(tk.kMins(mins))
+		VCVTDQ2PS(sm, sm)
+		dm := XMM()
+		VCVTPH2PS(w, dm) // d, dmin
+		VMOVSHDUP(dm, dm)
+		VBROADCASTSS(dm, dm)
+		VMULPS(tk.gatherD(), dm, dm) // d_a·dmin
+		VFNMADD231PS(sm, dm, summs)  // summs − d_a·dmin·summ, rounded once
+
 		qh := YMM()
 		VMOVDQU(w.Offset(16), qh)
 		sumi := zeroed(n, YMM)
@@ -905,21 +960,15 @@ func dotQ5KAVX2(n int, c kConsts) {
 					VPAND(c.b4, qh, hb)
 				}
 				VPOR(hb, q, q)
-				sc := YMM()
-				VPBROADCASTW(stk.Offset(2*(2*j+h)), sc)
-				tk.kDot(q, sc, qs.Offset(64*j+32*h), sumi)
+				s := YMM()
+				VPSHUFB(c.scale.Offset(32*(2*j+h)), sc, s)
+				tk.kDot(q, s, 64*j+32*h, sumi)
 			}
 		}
-		dm, dw := XMM(), YMM()
-		VCVTPH2PS(w, dm) // d, dmin
-		VBROADCASTSS(dm, dw)
-		tk.lanesEpilogue(d, dw, sumi, acc)
-		sm := tk.kMins(bs, stk.Offset(16))
-		VCVTDQ2PS(sm, sm)
-		VMOVSHDUP(dm, dm)
-		VBROADCASTSS(dm, dm)
-		VMULPS(tk.gatherD(d), dm, dm) // d_a·dmin
-		VFNMADD231PS(sm, dm, summs)   // summs − d_a·dmin·summ, rounded once
+		dw := YMM()
+		VCVTPH2PS(w, dw.AsX())
+		VBROADCASTSS(dw.AsX(), dw)
+		tk.lanesEpilogue(dw, sumi, acc)
 	})
 
 	out := ptr("out")
@@ -953,20 +1002,20 @@ func dotQ6KAVX2(n int, c kConsts) {
 	name := fmt.Sprintf("dotQ6_Kx%dAVX2", n)
 	TEXT(name, NOSPLIT, kSig)
 	kDoc(name, "Q6_K", n)
-	w, qs, d, bs := ptr("w"), ptr("qs"), ptr("d"), ptr("bsums")
-	nb := Load(Param("nb"), GP64())
+	w := ptr("w")
 	tk := loadKToks(n)
-	stk := AllocLocal(32)
+	nb := Load(Param("nb"), GP64())
 	acc := zeroed(n, YMM)
 	m32 := YMM()
 	VMOVDQU(c.m32, m32)
 
-	kBlockLoop(name, n, nb, w, qs, d, bs, 210, func() {
-		sc16 := YMM()
-		VPMOVSXBW(w.Offset(192), sc16)
-		VMOVDQU(sc16, stk)
+	tk.kBlockLoop(name, nb, w, 210, func() {
 		sumi := zeroed(n, YMM)
 		for h := 0; h < 2; h++ { // 128 values: 64 bytes of ql, 32 of qh
+			// The half's eight scales as int16 in both 128-bit halves.
+			sc := YMM()
+			VPMOVSXBW(w.Offset(192+8*h), sc.AsX())
+			VINSERTI128(U8(1), sc.AsX(), sc, sc)
 			for i := 0; i < 4; i++ { // values 128h+32i..
 				g := 4*h + i
 				q, hb := YMM(), YMM()
@@ -986,16 +1035,15 @@ func dotQ6KAVX2(n int, c kConsts) {
 				}
 				VPAND(c.b45, hb, hb)
 				VPOR(hb, q, q)
-				sc := YMM()
-				VPBROADCASTD(stk.Offset(4*g), sc)
-				VPSHUFB(c.sc16, sc, sc)
+				s := YMM()
+				VPSHUFB(c.pair.Offset(32*i), sc, s)
 				for t := range sumi {
-					a := tk.qs(qs.Offset(32*g), t)
+					a := tk.a(t, 32*g)
 					p, o := YMM(), YMM()
 					VPMADDUBSW(a, q, p)
 					VPMADDUBSW(a, m32, o)
 					VPSUBW(o, p, p)
-					VPMADDWD(sc, p, p)
+					VPMADDWD(s, p, p)
 					VPADDD(p, sumi[t], sumi[t])
 				}
 			}
@@ -1005,7 +1053,7 @@ func dotQ6KAVX2(n int, c kConsts) {
 		VMOVD(h, dw.AsX())
 		VCVTPH2PS(dw.AsX(), dw.AsX())
 		VBROADCASTSS(dw.AsX(), dw)
-		tk.lanesEpilogue(d, dw, sumi, acc)
+		tk.lanesEpilogue(dw, sumi, acc)
 	})
 
 	out := ptr("out")
