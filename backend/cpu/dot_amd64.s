@@ -908,6 +908,16 @@ DATA scalePair<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
 DATA scalePair<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
 GLOBL scalePair<>(SB), RODATA|NOPTR, $128
 
+DATA rowsDDminIdx<>+0(SB)/4, $0x00000000
+DATA rowsDDminIdx<>+4(SB)/4, $0x00000002
+DATA rowsDDminIdx<>+8(SB)/4, $0x00000004
+DATA rowsDDminIdx<>+12(SB)/4, $0x00000006
+DATA rowsDDminIdx<>+16(SB)/4, $0x00000001
+DATA rowsDDminIdx<>+20(SB)/4, $0x00000003
+DATA rowsDDminIdx<>+24(SB)/4, $0x00000005
+DATA rowsDDminIdx<>+28(SB)/4, $0x00000007
+GLOBL rowsDDminIdx<>(SB), RODATA|NOPTR, $32
+
 DATA dDminIdx<>+0(SB)/4, $0x00000000
 DATA dDminIdx<>+4(SB)/4, $0x00000000
 DATA dDminIdx<>+8(SB)/4, $0x00000000
@@ -917,6 +927,315 @@ DATA dDminIdx<>+20(SB)/4, $0x00000001
 DATA dDminIdx<>+24(SB)/4, $0x00000001
 DATA dDminIdx<>+28(SB)/4, $0x00000001
 GLOBL dDminIdx<>(SB), RODATA|NOPTR, $32
+
+// func dotQ4_Kr4x1AVX2(w *byte, wstride int, qs *int8, d *float32, bsums *int16, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, MMX+
+TEXT ·dotQ4_Kr4x1AVX2(SB), NOSPLIT, $0-56
+	MOVQ   w+0(FP), AX
+	MOVQ   wstride+8(FP), CX
+	LEAQ   (CX)(CX*2), DX
+	LEAQ   (AX)(CX*4), BX
+	MOVQ   qs+16(FP), SI
+	MOVQ   d+24(FP), DI
+	MOVQ   bsums+32(FP), R8
+	MOVQ   nb+40(FP), R9
+	VXORPS X0, X0, X0
+
+dotQ4_Kr4x1AVX2_loop:
+	TESTQ        R9, R9
+	JZ           dotQ4_Kr4x1AVX2_done
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	VMOVDQU      4(AX), X3
+	VPSHUFB      kScaleUnpack<>+0(SB), X3, X1
+	VPSHUFB      kScaleUnpack<>+16(SB), X3, X2
+	VPSRLW       $0x04, X1, X3
+	VPBLENDD     $0x08, X3, X1, X1
+	VPAND        kScaleUnpack<>+32(SB), X1, X1
+	VPSRLW       $0x02, X2, X2
+	VPAND        kScaleUnpack<>+48(SB), X2, X2
+	VPOR         X2, X1, X1
+	VINSERTI128  $0x01, X1, Y1, Y2
+	VPSHUFB      minsDup<>+0(SB), Y2, Y3
+	VPMADDWD     (R8), Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VMOVDQU      16(AX), Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y6
+	VPSHUFB      scaleByte<>+0(SB), Y2, Y7
+	VPMADDUBSW   (SI), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y5
+	VPSHUFB      scaleByte<>+32(SB), Y2, Y6
+	VPMADDUBSW   32(SI), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      48(AX), Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y6
+	VPSHUFB      scaleByte<>+64(SB), Y2, Y7
+	VPMADDUBSW   64(SI), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y5
+	VPSHUFB      scaleByte<>+96(SB), Y2, Y6
+	VPMADDUBSW   96(SI), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      80(AX), Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y6
+	VPSHUFB      scaleByte<>+128(SB), Y2, Y7
+	VPMADDUBSW   128(SI), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y5
+	VPSHUFB      scaleByte<>+160(SB), Y2, Y6
+	VPMADDUBSW   160(SI), Y5, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VMOVDQU      112(AX), Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y6
+	VPSHUFB      scaleByte<>+192(SB), Y2, Y7
+	VPMADDUBSW   192(SI), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VPSRLW       $0x04, Y5, Y5
+	VPAND        nibbleMask<>+0(SB), Y5, Y5
+	VPSHUFB      scaleByte<>+224(SB), Y2, Y2
+	VPMADDUBSW   224(SI), Y5, Y5
+	VPMADDWD     Y2, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	PREFETCHT0   (BX)(CX*1)
+	PREFETCHT0   64(BX)(CX*1)
+	PREFETCHT0   128(BX)(CX*1)
+	VMOVDQU      4(AX)(CX*1), X5
+	VPSHUFB      kScaleUnpack<>+0(SB), X5, X1
+	VPSHUFB      kScaleUnpack<>+16(SB), X5, X2
+	VPSRLW       $0x04, X1, X5
+	VPBLENDD     $0x08, X5, X1, X1
+	VPAND        kScaleUnpack<>+32(SB), X1, X1
+	VPSRLW       $0x02, X2, X2
+	VPAND        kScaleUnpack<>+48(SB), X2, X2
+	VPOR         X2, X1, X1
+	VINSERTI128  $0x01, X1, Y1, Y2
+	VPSHUFB      minsDup<>+0(SB), Y2, Y5
+	VPMADDWD     (R8), Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VMOVDQU      16(AX)(CX*1), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y8
+	VPSHUFB      scaleByte<>+0(SB), Y2, Y9
+	VPMADDUBSW   (SI), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VPSHUFB      scaleByte<>+32(SB), Y2, Y8
+	VPMADDUBSW   32(SI), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      48(AX)(CX*1), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y8
+	VPSHUFB      scaleByte<>+64(SB), Y2, Y9
+	VPMADDUBSW   64(SI), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VPSHUFB      scaleByte<>+96(SB), Y2, Y8
+	VPMADDUBSW   96(SI), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      80(AX)(CX*1), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y8
+	VPSHUFB      scaleByte<>+128(SB), Y2, Y9
+	VPMADDUBSW   128(SI), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VPSHUFB      scaleByte<>+160(SB), Y2, Y8
+	VPMADDUBSW   160(SI), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VMOVDQU      112(AX)(CX*1), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y8
+	VPSHUFB      scaleByte<>+192(SB), Y2, Y9
+	VPMADDUBSW   192(SI), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VPSHUFB      scaleByte<>+224(SB), Y2, Y2
+	VPMADDUBSW   224(SI), Y7, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	PREFETCHT0   (BX)(CX*2)
+	PREFETCHT0   64(BX)(CX*2)
+	PREFETCHT0   128(BX)(CX*2)
+	VMOVDQU      4(AX)(CX*2), X7
+	VPSHUFB      kScaleUnpack<>+0(SB), X7, X1
+	VPSHUFB      kScaleUnpack<>+16(SB), X7, X2
+	VPSRLW       $0x04, X1, X7
+	VPBLENDD     $0x08, X7, X1, X1
+	VPAND        kScaleUnpack<>+32(SB), X1, X1
+	VPSRLW       $0x02, X2, X2
+	VPAND        kScaleUnpack<>+48(SB), X2, X2
+	VPOR         X2, X1, X1
+	VINSERTI128  $0x01, X1, Y1, Y2
+	VPSHUFB      minsDup<>+0(SB), Y2, Y7
+	VPMADDWD     (R8), Y7, Y7
+	VXORPS       Y8, Y8, Y8
+	VMOVDQU      16(AX)(CX*2), Y9
+	VPAND        nibbleMask<>+0(SB), Y9, Y10
+	VPSHUFB      scaleByte<>+0(SB), Y2, Y11
+	VPMADDUBSW   (SI), Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        nibbleMask<>+0(SB), Y9, Y9
+	VPSHUFB      scaleByte<>+32(SB), Y2, Y10
+	VPMADDUBSW   32(SI), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VMOVDQU      48(AX)(CX*2), Y9
+	VPAND        nibbleMask<>+0(SB), Y9, Y10
+	VPSHUFB      scaleByte<>+64(SB), Y2, Y11
+	VPMADDUBSW   64(SI), Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        nibbleMask<>+0(SB), Y9, Y9
+	VPSHUFB      scaleByte<>+96(SB), Y2, Y10
+	VPMADDUBSW   96(SI), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VMOVDQU      80(AX)(CX*2), Y9
+	VPAND        nibbleMask<>+0(SB), Y9, Y10
+	VPSHUFB      scaleByte<>+128(SB), Y2, Y11
+	VPMADDUBSW   128(SI), Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        nibbleMask<>+0(SB), Y9, Y9
+	VPSHUFB      scaleByte<>+160(SB), Y2, Y10
+	VPMADDUBSW   160(SI), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VMOVDQU      112(AX)(CX*2), Y9
+	VPAND        nibbleMask<>+0(SB), Y9, Y10
+	VPSHUFB      scaleByte<>+192(SB), Y2, Y11
+	VPMADDUBSW   192(SI), Y10, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        nibbleMask<>+0(SB), Y9, Y9
+	VPSHUFB      scaleByte<>+224(SB), Y2, Y2
+	VPMADDUBSW   224(SI), Y9, Y9
+	VPMADDWD     Y2, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	PREFETCHT0   (BX)(DX*1)
+	PREFETCHT0   64(BX)(DX*1)
+	PREFETCHT0   128(BX)(DX*1)
+	VMOVDQU      4(AX)(DX*1), X9
+	VPSHUFB      kScaleUnpack<>+0(SB), X9, X1
+	VPSHUFB      kScaleUnpack<>+16(SB), X9, X2
+	VPSRLW       $0x04, X1, X9
+	VPBLENDD     $0x08, X9, X1, X1
+	VPAND        kScaleUnpack<>+32(SB), X1, X1
+	VPSRLW       $0x02, X2, X2
+	VPAND        kScaleUnpack<>+48(SB), X2, X2
+	VPOR         X2, X1, X1
+	VINSERTI128  $0x01, X1, Y1, Y2
+	VPSHUFB      minsDup<>+0(SB), Y2, Y9
+	VPMADDWD     (R8), Y9, Y9
+	VXORPS       Y10, Y10, Y10
+	VMOVDQU      16(AX)(DX*1), Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y12
+	VPSHUFB      scaleByte<>+0(SB), Y2, Y13
+	VPMADDUBSW   (SI), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y11
+	VPSHUFB      scaleByte<>+32(SB), Y2, Y12
+	VPMADDUBSW   32(SI), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      48(AX)(DX*1), Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y12
+	VPSHUFB      scaleByte<>+64(SB), Y2, Y13
+	VPMADDUBSW   64(SI), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y11
+	VPSHUFB      scaleByte<>+96(SB), Y2, Y12
+	VPMADDUBSW   96(SI), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      80(AX)(DX*1), Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y12
+	VPSHUFB      scaleByte<>+128(SB), Y2, Y13
+	VPMADDUBSW   128(SI), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y11
+	VPSHUFB      scaleByte<>+160(SB), Y2, Y12
+	VPMADDUBSW   160(SI), Y11, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VMOVDQU      112(AX)(DX*1), Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y12
+	VPSHUFB      scaleByte<>+192(SB), Y2, Y13
+	VPMADDUBSW   192(SI), Y12, Y12
+	VPMADDWD     Y13, Y12, Y12
+	VPADDD       Y12, Y10, Y10
+	VPSRLW       $0x04, Y11, Y11
+	VPAND        nibbleMask<>+0(SB), Y11, Y11
+	VPSHUFB      scaleByte<>+224(SB), Y2, Y2
+	VPMADDUBSW   224(SI), Y11, Y11
+	VPMADDWD     Y2, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VPHADDD      Y6, Y4, Y4
+	VPHADDD      Y10, Y8, Y8
+	VPHADDD      Y5, Y3, Y3
+	VPHADDD      Y9, Y7, Y7
+	VPHADDD      Y8, Y4, Y4
+	VPHADDD      Y7, Y3, Y3
+	VPERM2I128   $0x21, Y3, Y4, Y2
+	VPBLENDD     $0xf0, Y3, Y4, Y3
+	VPADDD       Y3, Y2, Y2
+	VMOVD        (AX), X1
+	VPINSRD      $0x01, (AX)(CX*1), X1, X1
+	VPINSRD      $0x02, (AX)(CX*2), X1, X1
+	VPINSRD      $0x03, (AX)(DX*1), X1, X1
+	VCVTPH2PS    X1, Y3
+	VMOVDQU      rowsDDminIdx<>+0(SB), Y4
+	VPERMPS      Y3, Y4, Y3
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X1
+	VSUBPS       X1, X2, X2
+	VBROADCASTSS (DI), X1
+	VMULPS       X1, X2, X2
+	VADDPS       X2, X0, X0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000004, DI
+	ADDQ         $0x00000020, R8
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000090, BX
+	DECQ         R9
+	JMP          dotQ4_Kr4x1AVX2_loop
+
+dotQ4_Kr4x1AVX2_done:
+	MOVQ    out+48(FP), AX
+	VMOVUPS X0, (AX)
+	VZEROUPPER
+	RET
 
 // func dotQ4_Kx1AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
 // Requires: AVX, AVX2, F16C, MMX+
@@ -1477,9 +1796,9 @@ dotQ4_Kx4AVX2_loop:
 	VPERM2I128   $0x21, Y4, Y7, Y2
 	VPBLENDD     $0xf0, Y4, Y7, Y3
 	VPADDD       Y3, Y2, Y2
-	VCVTDQ2PS    Y2, Y2
 	VMOVDQU      dDminIdx<>+0(SB), Y3
 	VPERMPS      Y1, Y3, Y3
+	VCVTDQ2PS    Y2, Y2
 	VMULPS       Y3, Y2, Y2
 	VEXTRACTF128 $0x01, Y2, X1
 	VSUBPS       X1, X2, X2

@@ -171,9 +171,10 @@ func (j *mmJob) rows(lo, hi, worker, first, step, col int) {
 			}
 		}
 	}
-	if j.kern.rows4 != nil {
+	if j.kern.rows4 != nil && (j.kern.tile != nil || j.kern.four == nil || T < 4) {
 		// Four rows at a time, by four tokens while there are four; the
-		// rest as below.
+		// rest as below. A kernel with four but no tile runs four tokens
+		// a row at a time instead.
 		out := &j.c.tiles[worker]
 		for ; lo+4 <= hi; lo += 4 {
 			r := j.rowOff + lo

@@ -43,6 +43,7 @@ func main() {
 		dotQ4_0Packed8x4(nibbles, ones, vnni)
 	}
 	kc := kQuantConsts(nibbles)
+	dotQ4KRows4AVX2(kc)
 	for _, n := range []int{1, 4} {
 		dotQ4KAVX2(n, kc)
 		dotQ5KAVX2(n, kc)
@@ -605,6 +606,7 @@ type kConsts struct {
 	unpack  Mem // kScales' two VPSHUFB patterns and two masks, 16 bytes each
 	pair    Mem // VPSHUFB patterns: pattern i broadcasts word 2i to the low half, word 2i+1 to the high one
 	dmin4   Mem // VPERMPS indices 0,0,0,0,1,1,1,1: d to the low half, dmin to the high one
+	rowsD   Mem // VPERMPS indices 0,2,4,6,1,3,5,7: four rows' d to the low half, dmin to the high one
 }
 
 func kQuantConsts(nibbles Mem) kConsts {
@@ -645,6 +647,10 @@ func kQuantConsts(nibbles Mem) kConsts {
 		for o := 0; o < 32; o += 8 {
 			DATA(32*i+o, U64(w16(2*i+o/16)))
 		}
+	}
+	c.rowsD = GLOBL("rowsDDminIdx", RODATA|NOPTR)
+	for i, v := range []uint32{0, 2, 4, 6, 1, 3, 5, 7} {
+		DATA(4*i, U32(v))
 	}
 	c.dmin4 = GLOBL("dDminIdx", RODATA|NOPTR)
 	for i := 0; i < 8; i++ {
@@ -863,28 +869,11 @@ func dotQ4KAVX2(n int, c kConsts) {
 			VADDSS(x, acc, acc)
 			return
 		}
-		// Eight reductions at once: the low half of e holds the four
-		// tokens' sumi over lanes 0-3, its high half over lanes 4-7; f the
-		// same for summ. Then [sumi0..3 | summ0..3] = [e.lo | f.lo] + [e.hi | f.hi].
-		VPHADDD(sumi[1], sumi[0], sumi[0])
-		VPHADDD(sumi[3], sumi[2], sumi[2])
-		VPHADDD(summ[1], summ[0], summ[0])
-		VPHADDD(summ[3], summ[2], summ[2])
-		e, f := sumi[0], summ[0]
-		VPHADDD(sumi[2], e, e)
-		VPHADDD(summ[2], f, f)
-		x, y := YMM(), YMM()
-		VPERM2I128(U8(0x21), f, e, x)
-		VPBLENDD(U8(0xf0), f, e, y)
-		VPADDD(y, x, x)
-		VCVTDQ2PS(x, x)
+		x := sumiSumm4(sumi, summ)
 		dd := YMM()
 		VMOVDQU(c.dmin4, dd)
 		VPERMPS(dm.AsY(), dd, dd) // d ×4, dmin ×4
-		VMULPS(dd, x, x)
-		hi := XMM()
-		VEXTRACTF128(U8(1), x, hi)
-		VSUBPS(hi, x.AsX(), x.AsX())           // d·sumi − dmin·summ
+		x = q4KFloats(x, dd)
 		VMULPS(tk.gatherD(), x.AsX(), x.AsX()) // d_a·(…)
 		VADDPS(x.AsX(), acc, acc)
 	})
@@ -895,6 +884,104 @@ func dotQ4KAVX2(n int, c kConsts) {
 	} else {
 		VMOVUPS(acc, out)
 	}
+	VZEROUPPER()
+	RET()
+}
+
+// sumiSumm4 reduces four outputs' integer lanes: it returns a YMM register
+// holding [sumi0..3 | summ0..3] (the low half of e holds the four outputs'
+// sumi over lanes 0-3, its high half over lanes 4-7, f the same for summ;
+// then [e.lo | f.lo] + [e.hi | f.hi]). sumi and summ are clobbered.
+func sumiSumm4(sumi, summ []VecVirtual) VecVirtual {
+	VPHADDD(sumi[1], sumi[0], sumi[0])
+	VPHADDD(sumi[3], sumi[2], sumi[2])
+	VPHADDD(summ[1], summ[0], summ[0])
+	VPHADDD(summ[3], summ[2], summ[2])
+	e, f := sumi[0], summ[0]
+	VPHADDD(sumi[2], e, e)
+	VPHADDD(summ[2], f, f)
+	x, y := YMM(), YMM()
+	VPERM2I128(U8(0x21), f, e, x)
+	VPBLENDD(U8(0xf0), f, e, y)
+	VPADDD(y, x, x)
+	return x
+}
+
+// q4KFloats computes d·sumi − dmin·summ for four outputs from x =
+// [sumi0..3 | summ0..3] and dd = [d0..3 | dmin0..3] (both clobbered), in the
+// low half of x.
+func q4KFloats(x, dd VecVirtual) VecVirtual {
+	VCVTDQ2PS(x, x)
+	VMULPS(dd, x, x)
+	hi := XMM()
+	VEXTRACTF128(U8(1), x, hi)
+	VSUBPS(hi, x.AsX(), x.AsX())
+	return x
+}
+
+// dotQ4KRows4AVX2 emits dotQ4_Kr4x1AVX2: four Q4_K rows (wstride bytes
+// apart) by one token, dotQ4_Kx1AVX2 with the rows in the lanes of the
+// epilogue: a super-block's four rows are independent chains the core
+// overlaps, and one reduction and one float sequence serve the four.
+func dotQ4KRows4AVX2(c kConsts) {
+	name := "dotQ4_Kr4x1AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, wstride int, qs *int8, d *float32, bsums *int16, nb int, out *float32)")
+	Doc(name + " writes out[r], the dot products of Q4_K rows r = 0..3 (wstride bytes apart, nb super-blocks) with one token's Q8_K activations, in the float order of dotQ4KGo.")
+	Pragma("noescape")
+	b0 := Load(Param("w"), GP64())
+	ws := Load(Param("wstride"), GP64())
+	ws3 := x3(ws)
+	rows := fourRows(b0, ws, ws3)
+	// The same super-block of the next four rows, prefetched: the rows
+	// stream from memory one group of four after the other.
+	nx := GP64()
+	LEAQ(Mem{Base: b0, Index: ws, Scale: 4}, nx)
+	next := fourRows(nx, ws, ws3)
+	tk := loadKToks(1)
+	nb := Load(Param("nb"), GP64())
+	acc := XMM()
+	VXORPS(acc, acc, acc)
+
+	blockLoop(name, nb, func() {
+		sumi, summ := make([]VecVirtual, 4), make([]VecVirtual, 4)
+		for r, w := range rows {
+			for o := 0; o < 144; o += 64 {
+				PREFETCHT0(next[r].Offset(o))
+			}
+			sc, mins := kScales(w.Offset(4), c)
+			summ[r] = YMM()
+			VPMADDWD(tk.bs, mins, summ[r])
+			sumi[r] = zeroed(1, YMM)[0]
+			for j := 0; j < 4; j++ {
+				raw := YMM()
+				VMOVDQU(w.Offset(16+32*j), raw)
+				for h := 0; h < 2; h++ {
+					q, s := nibbles(raw, h, c), YMM()
+					VPSHUFB(c.scale.Offset(32*(2*j+h)), sc, s)
+					tk.kDot(q, s, 64*j+32*h, sumi[r:r+1])
+				}
+			}
+		}
+		x := sumiSumm4(sumi, summ)
+		// The rows' f16 d and dmin, [d0, dmin0, d1, …], widened and
+		// ordered [d0..3 | dmin0..3].
+		g, dd := XMM(), YMM()
+		VMOVD(rows[0], g)
+		for r := 1; r < 4; r++ {
+			VPINSRD(U8(r), rows[r], g, g)
+		}
+		VCVTPH2PS(g, dd)
+		idx := YMM()
+		VMOVDQU(c.rowsD, idx)
+		VPERMPS(dd, idx, dd)
+		x = q4KFloats(x, dd)
+		da := XMM()
+		VBROADCASTSS(tk.d, da)
+		VMULPS(da, x.AsX(), x.AsX()) // d_a·(…)
+		VADDPS(x.AsX(), acc, acc)
+	}, append(tk.steps(b0, 144), step{nx, 144})...)
+
+	VMOVUPS(acc, ptr("out"))
 	VZEROUPPER()
 	RET()
 }
