@@ -1,0 +1,51 @@
+package cpu
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// sumJob adds every index it is given to sum, and counts its calls per worker.
+type sumJob struct {
+	sum   atomic.Int64
+	calls []atomic.Int64
+}
+
+func (j *sumJob) do(lo, hi, w int) {
+	for i := lo; i < hi; i++ {
+		j.sum.Add(int64(i))
+	}
+	j.calls[w].Add(1)
+}
+
+// Every index of every job is done exactly once, through jobs that come
+// back to back (workers spinning), after pauses longer than the spin
+// (workers parked) and right after the pool starts (before its goroutines
+// run); a lost wake-up would hang the test.
+func TestPoolRunsEveryIndexOnce(t *testing.T) {
+	for _, threads := range []int{1, 2, 3, 8} {
+		p := newPool(threads)
+		j := &sumJob{calls: make([]atomic.Int64, threads)}
+		var want int64
+		for i := 0; i < 20000; i++ {
+			n := 1 + i%37
+			if i%1000 == 999 {
+				time.Sleep(2 * spinFor)
+			}
+			p.run(n, 1+i%3, j)
+			want += int64(n * (n - 1) / 2)
+			if got := j.sum.Load(); got != want {
+				t.Fatalf("%d threads, job %d: index sum %d, want %d", threads, i, got, want)
+			}
+		}
+		p.close()
+		var others int64
+		for w := 1; w < threads; w++ {
+			others += j.calls[w].Load()
+		}
+		if threads > 1 && others == 0 {
+			t.Errorf("%d threads: only the caller ever took a chunk", threads)
+		}
+	}
+}
