@@ -882,13 +882,21 @@ GLOBL minsDup<>(SB), RODATA|NOPTR, $32
 
 DATA kScaleUnpack<>+0(SB)/8, $0x0b0a090803020100
 DATA kScaleUnpack<>+8(SB)/8, $0x0b0a090807060504
-DATA kScaleUnpack<>+16(SB)/8, $0x0302010080808080
-DATA kScaleUnpack<>+24(SB)/8, $0x0706050480808080
-DATA kScaleUnpack<>+32(SB)/8, $0x0f0f0f0f3f3f3f3f
-DATA kScaleUnpack<>+40(SB)/8, $0x0f0f0f0f3f3f3f3f
-DATA kScaleUnpack<>+48(SB)/8, $0x3030303000000000
-DATA kScaleUnpack<>+56(SB)/8, $0x3030303000000000
-GLOBL kScaleUnpack<>(SB), RODATA|NOPTR, $64
+DATA kScaleUnpack<>+16(SB)/8, $0x0b0a090803020100
+DATA kScaleUnpack<>+24(SB)/8, $0x0b0a090807060504
+DATA kScaleUnpack<>+32(SB)/8, $0x0302010080808080
+DATA kScaleUnpack<>+40(SB)/8, $0x0706050480808080
+DATA kScaleUnpack<>+48(SB)/8, $0x0302010080808080
+DATA kScaleUnpack<>+56(SB)/8, $0x0706050480808080
+DATA kScaleUnpack<>+64(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA kScaleUnpack<>+72(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA kScaleUnpack<>+80(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA kScaleUnpack<>+88(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA kScaleUnpack<>+96(SB)/8, $0x3030303000000000
+DATA kScaleUnpack<>+104(SB)/8, $0x3030303000000000
+DATA kScaleUnpack<>+112(SB)/8, $0x3030303000000000
+DATA kScaleUnpack<>+120(SB)/8, $0x3030303000000000
+GLOBL kScaleUnpack<>(SB), RODATA|NOPTR, $128
 
 DATA scalePair<>+0(SB)/8, $0x0100010001000100
 DATA scalePair<>+8(SB)/8, $0x0100010001000100
@@ -949,12 +957,12 @@ dotQ4_Kr4x1AVX2_loop:
 	PREFETCHT0   128(BX)
 	VMOVDQU      4(AX), X3
 	VPSHUFB      kScaleUnpack<>+0(SB), X3, X1
-	VPSHUFB      kScaleUnpack<>+16(SB), X3, X2
+	VPSHUFB      kScaleUnpack<>+32(SB), X3, X2
 	VPSRLW       $0x04, X1, X3
 	VPBLENDD     $0x08, X3, X1, X1
-	VPAND        kScaleUnpack<>+32(SB), X1, X1
+	VPAND        kScaleUnpack<>+64(SB), X1, X1
 	VPSRLW       $0x02, X2, X2
-	VPAND        kScaleUnpack<>+48(SB), X2, X2
+	VPAND        kScaleUnpack<>+96(SB), X2, X2
 	VPOR         X2, X1, X1
 	VINSERTI128  $0x01, X1, Y1, Y2
 	VPSHUFB      minsDup<>+0(SB), Y2, Y3
@@ -1013,12 +1021,12 @@ dotQ4_Kr4x1AVX2_loop:
 	PREFETCHT0   128(BX)(CX*1)
 	VMOVDQU      4(AX)(CX*1), X5
 	VPSHUFB      kScaleUnpack<>+0(SB), X5, X1
-	VPSHUFB      kScaleUnpack<>+16(SB), X5, X2
+	VPSHUFB      kScaleUnpack<>+32(SB), X5, X2
 	VPSRLW       $0x04, X1, X5
 	VPBLENDD     $0x08, X5, X1, X1
-	VPAND        kScaleUnpack<>+32(SB), X1, X1
+	VPAND        kScaleUnpack<>+64(SB), X1, X1
 	VPSRLW       $0x02, X2, X2
-	VPAND        kScaleUnpack<>+48(SB), X2, X2
+	VPAND        kScaleUnpack<>+96(SB), X2, X2
 	VPOR         X2, X1, X1
 	VINSERTI128  $0x01, X1, Y1, Y2
 	VPSHUFB      minsDup<>+0(SB), Y2, Y5
@@ -1077,12 +1085,12 @@ dotQ4_Kr4x1AVX2_loop:
 	PREFETCHT0   128(BX)(CX*2)
 	VMOVDQU      4(AX)(CX*2), X7
 	VPSHUFB      kScaleUnpack<>+0(SB), X7, X1
-	VPSHUFB      kScaleUnpack<>+16(SB), X7, X2
+	VPSHUFB      kScaleUnpack<>+32(SB), X7, X2
 	VPSRLW       $0x04, X1, X7
 	VPBLENDD     $0x08, X7, X1, X1
-	VPAND        kScaleUnpack<>+32(SB), X1, X1
+	VPAND        kScaleUnpack<>+64(SB), X1, X1
 	VPSRLW       $0x02, X2, X2
-	VPAND        kScaleUnpack<>+48(SB), X2, X2
+	VPAND        kScaleUnpack<>+96(SB), X2, X2
 	VPOR         X2, X1, X1
 	VINSERTI128  $0x01, X1, Y1, Y2
 	VPSHUFB      minsDup<>+0(SB), Y2, Y7
@@ -1141,12 +1149,12 @@ dotQ4_Kr4x1AVX2_loop:
 	PREFETCHT0   128(BX)(DX*1)
 	VMOVDQU      4(AX)(DX*1), X9
 	VPSHUFB      kScaleUnpack<>+0(SB), X9, X1
-	VPSHUFB      kScaleUnpack<>+16(SB), X9, X2
+	VPSHUFB      kScaleUnpack<>+32(SB), X9, X2
 	VPSRLW       $0x04, X1, X9
 	VPBLENDD     $0x08, X9, X1, X1
-	VPAND        kScaleUnpack<>+32(SB), X1, X1
+	VPAND        kScaleUnpack<>+64(SB), X1, X1
 	VPSRLW       $0x02, X2, X2
-	VPAND        kScaleUnpack<>+48(SB), X2, X2
+	VPAND        kScaleUnpack<>+96(SB), X2, X2
 	VPOR         X2, X1, X1
 	VINSERTI128  $0x01, X1, Y1, Y2
 	VPSHUFB      minsDup<>+0(SB), Y2, Y9
@@ -1237,6 +1245,527 @@ dotQ4_Kr4x1AVX2_done:
 	VZEROUPPER
 	RET
 
+// func dotQ6_Kr4x1AVX2(w *byte, wstride int, qs *int8, d *float32, bsums *int16, nb int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3, MMX+
+TEXT ·dotQ6_Kr4x1AVX2(SB), NOSPLIT, $0-56
+	MOVQ    w+0(FP), AX
+	MOVQ    wstride+8(FP), CX
+	LEAQ    (CX)(CX*2), DX
+	LEAQ    (AX)(CX*4), BX
+	MOVQ    qs+16(FP), SI
+	MOVQ    d+24(FP), DI
+	MOVQ    bsums+32(FP), R8
+	MOVQ    nb+40(FP), R9
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VMOVDQU bytes32<>+0(SB), Y4
+
+dotQ6_Kr4x1AVX2_loop:
+	TESTQ        R9, R9
+	JZ           dotQ6_Kr4x1AVX2_done
+	PREFETCHT0   (BX)
+	PREFETCHT0   64(BX)
+	PREFETCHT0   128(BX)
+	PREFETCHT0   192(BX)
+	VXORPS       Y5, Y5, Y5
+	VPMOVSXBW    192(AX), Y6
+	VPERMQ       $0x44, Y6, Y6
+	VMOVDQU      (AX), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX), Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+0(SB), Y6, Y8
+	VPMADDUBSW   (SI), Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      32(AX), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX), Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+32(SB), Y6, Y8
+	VPMADDUBSW   32(SI), Y7, Y7
+	VPMADDUBSW   32(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      (AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX), Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+64(SB), Y6, Y8
+	VPMADDUBSW   64(SI), Y7, Y7
+	VPMADDUBSW   64(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      32(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+96(SB), Y6, Y6
+	VPMADDUBSW   96(SI), Y7, Y7
+	VPMADDUBSW   96(SI), Y4, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMOVSXBW    192(AX), Y6
+	VPERMQ       $0xee, Y6, Y6
+	VMOVDQU      64(AX), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX), Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+0(SB), Y6, Y8
+	VPMADDUBSW   128(SI), Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      96(AX), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX), Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+32(SB), Y6, Y8
+	VPMADDUBSW   160(SI), Y7, Y7
+	VPMADDUBSW   160(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      64(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX), Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+64(SB), Y6, Y8
+	VPMADDUBSW   192(SI), Y7, Y7
+	VPMADDUBSW   192(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      96(AX), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+96(SB), Y6, Y6
+	VPMADDUBSW   224(SI), Y7, Y7
+	VPMADDUBSW   224(SI), Y4, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWLZX      208(AX), R10
+	VMOVD        R10, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	VBROADCASTSS (DI), Y7
+	VMULPS       Y6, Y7, Y7
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y7, Y0
+	PREFETCHT0   (BX)(CX*1)
+	PREFETCHT0   64(BX)(CX*1)
+	PREFETCHT0   128(BX)(CX*1)
+	PREFETCHT0   192(BX)(CX*1)
+	VXORPS       Y5, Y5, Y5
+	VPMOVSXBW    192(AX)(CX*1), Y6
+	VPERMQ       $0x44, Y6, Y6
+	VMOVDQU      (AX)(CX*1), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX)(CX*1), Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+0(SB), Y6, Y8
+	VPMADDUBSW   (SI), Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      32(AX)(CX*1), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX)(CX*1), Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+32(SB), Y6, Y8
+	VPMADDUBSW   32(SI), Y7, Y7
+	VPMADDUBSW   32(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      (AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX)(CX*1), Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+64(SB), Y6, Y8
+	VPMADDUBSW   64(SI), Y7, Y7
+	VPMADDUBSW   64(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      32(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX)(CX*1), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+96(SB), Y6, Y6
+	VPMADDUBSW   96(SI), Y7, Y7
+	VPMADDUBSW   96(SI), Y4, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMOVSXBW    192(AX)(CX*1), Y6
+	VPERMQ       $0xee, Y6, Y6
+	VMOVDQU      64(AX)(CX*1), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX)(CX*1), Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+0(SB), Y6, Y8
+	VPMADDUBSW   128(SI), Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      96(AX)(CX*1), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX)(CX*1), Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+32(SB), Y6, Y8
+	VPMADDUBSW   160(SI), Y7, Y7
+	VPMADDUBSW   160(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      64(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX)(CX*1), Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+64(SB), Y6, Y8
+	VPMADDUBSW   192(SI), Y7, Y7
+	VPMADDUBSW   192(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      96(AX)(CX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX)(CX*1), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+96(SB), Y6, Y6
+	VPMADDUBSW   224(SI), Y7, Y7
+	VPMADDUBSW   224(SI), Y4, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWLZX      208(AX)(CX*1), R10
+	VMOVD        R10, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	VBROADCASTSS (DI), Y7
+	VMULPS       Y6, Y7, Y7
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y7, Y1
+	PREFETCHT0   (BX)(CX*2)
+	PREFETCHT0   64(BX)(CX*2)
+	PREFETCHT0   128(BX)(CX*2)
+	PREFETCHT0   192(BX)(CX*2)
+	VXORPS       Y5, Y5, Y5
+	VPMOVSXBW    192(AX)(CX*2), Y6
+	VPERMQ       $0x44, Y6, Y6
+	VMOVDQU      (AX)(CX*2), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX)(CX*2), Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+0(SB), Y6, Y8
+	VPMADDUBSW   (SI), Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      32(AX)(CX*2), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX)(CX*2), Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+32(SB), Y6, Y8
+	VPMADDUBSW   32(SI), Y7, Y7
+	VPMADDUBSW   32(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      (AX)(CX*2), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX)(CX*2), Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+64(SB), Y6, Y8
+	VPMADDUBSW   64(SI), Y7, Y7
+	VPMADDUBSW   64(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      32(AX)(CX*2), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX)(CX*2), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+96(SB), Y6, Y6
+	VPMADDUBSW   96(SI), Y7, Y7
+	VPMADDUBSW   96(SI), Y4, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMOVSXBW    192(AX)(CX*2), Y6
+	VPERMQ       $0xee, Y6, Y6
+	VMOVDQU      64(AX)(CX*2), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX)(CX*2), Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+0(SB), Y6, Y8
+	VPMADDUBSW   128(SI), Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      96(AX)(CX*2), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX)(CX*2), Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+32(SB), Y6, Y8
+	VPMADDUBSW   160(SI), Y7, Y7
+	VPMADDUBSW   160(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      64(AX)(CX*2), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX)(CX*2), Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+64(SB), Y6, Y8
+	VPMADDUBSW   192(SI), Y7, Y7
+	VPMADDUBSW   192(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      96(AX)(CX*2), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX)(CX*2), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+96(SB), Y6, Y6
+	VPMADDUBSW   224(SI), Y7, Y7
+	VPMADDUBSW   224(SI), Y4, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWLZX      208(AX)(CX*2), R10
+	VMOVD        R10, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	VBROADCASTSS (DI), Y7
+	VMULPS       Y6, Y7, Y7
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y7, Y2
+	PREFETCHT0   (BX)(DX*1)
+	PREFETCHT0   64(BX)(DX*1)
+	PREFETCHT0   128(BX)(DX*1)
+	PREFETCHT0   192(BX)(DX*1)
+	VXORPS       Y5, Y5, Y5
+	VPMOVSXBW    192(AX)(DX*1), Y6
+	VPERMQ       $0x44, Y6, Y6
+	VMOVDQU      (AX)(DX*1), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX)(DX*1), Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+0(SB), Y6, Y8
+	VPMADDUBSW   (SI), Y7, Y7
+	VPMADDUBSW   (SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      32(AX)(DX*1), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX)(DX*1), Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+32(SB), Y6, Y8
+	VPMADDUBSW   32(SI), Y7, Y7
+	VPMADDUBSW   32(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      (AX)(DX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX)(DX*1), Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+64(SB), Y6, Y8
+	VPMADDUBSW   64(SI), Y7, Y7
+	VPMADDUBSW   64(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      32(AX)(DX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      128(AX)(DX*1), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+96(SB), Y6, Y6
+	VPMADDUBSW   96(SI), Y7, Y7
+	VPMADDUBSW   96(SI), Y4, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPMOVSXBW    192(AX)(DX*1), Y6
+	VPERMQ       $0xee, Y6, Y6
+	VMOVDQU      64(AX)(DX*1), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX)(DX*1), Y8
+	VPSLLW       $0x04, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+0(SB), Y6, Y8
+	VPMADDUBSW   128(SI), Y7, Y7
+	VPMADDUBSW   128(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      96(AX)(DX*1), Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX)(DX*1), Y8
+	VPSLLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+32(SB), Y6, Y8
+	VPMADDUBSW   160(SI), Y7, Y7
+	VPMADDUBSW   160(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      64(AX)(DX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX)(DX*1), Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+64(SB), Y6, Y8
+	VPMADDUBSW   192(SI), Y7, Y7
+	VPMADDUBSW   192(SI), Y4, Y9
+	VPSUBW       Y9, Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      96(AX)(DX*1), Y7
+	VPSRLW       $0x04, Y7, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VMOVDQU      160(AX)(DX*1), Y8
+	VPSRLW       $0x02, Y8, Y8
+	VPAND        bits45Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      scalePair<>+96(SB), Y6, Y6
+	VPMADDUBSW   224(SI), Y7, Y7
+	VPMADDUBSW   224(SI), Y4, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWLZX      208(AX)(DX*1), R10
+	VMOVD        R10, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	VBROADCASTSS (DI), Y7
+	VMULPS       Y6, Y7, Y7
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y7, Y3
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000004, DI
+	ADDQ         $0x00000020, R8
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x000000d2, BX
+	DECQ         R9
+	JMP          dotQ6_Kr4x1AVX2_loop
+
+dotQ6_Kr4x1AVX2_done:
+	MOVQ         out+48(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSHDUP    X0, X4
+	VADDSS       X4, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X2
+	VMOVHLPS     X2, X2, X0
+	VADDPS       X0, X2, X2
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X3
+	VMOVHLPS     X3, X3, X0
+	VADDPS       X0, X3, X3
+	VMOVSHDUP    X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, 12(AX)
+	VZEROUPPER
+	RET
+
 // func dotQ4_Kx1AVX2(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)
 // Requires: AVX, AVX2, F16C, MMX+
 TEXT ·dotQ4_Kx1AVX2(SB), NOSPLIT, $0-56
@@ -1255,12 +1784,12 @@ dotQ4_Kx1AVX2_loop:
 	PREFETCHT0   640(AX)
 	VMOVDQU      4(AX), X3
 	VPSHUFB      kScaleUnpack<>+0(SB), X3, X1
-	VPSHUFB      kScaleUnpack<>+16(SB), X3, X2
+	VPSHUFB      kScaleUnpack<>+32(SB), X3, X2
 	VPSRLW       $0x04, X1, X3
 	VPBLENDD     $0x08, X3, X1, X1
-	VPAND        kScaleUnpack<>+32(SB), X1, X1
+	VPAND        kScaleUnpack<>+64(SB), X1, X1
 	VPSRLW       $0x02, X2, X2
-	VPAND        kScaleUnpack<>+48(SB), X2, X2
+	VPAND        kScaleUnpack<>+96(SB), X2, X2
 	VPOR         X2, X1, X1
 	VINSERTI128  $0x01, X1, Y1, Y2
 	VPSHUFB      minsDup<>+0(SB), Y2, Y3
@@ -1314,15 +1843,15 @@ dotQ4_Kx1AVX2_loop:
 	VPMADDUBSW   224(CX), Y5, Y5
 	VPMADDWD     Y2, Y5, Y5
 	VPADDD       Y5, Y4, Y4
-	VCVTPH2PS    (AX), X1
+	VCVTPH2PS    (AX), Y2
 	VPHADDD      Y3, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X2
-	VPADDD       X2, X4, X4
+	VEXTRACTI128 $0x01, Y4, X1
+	VPADDD       X1, X4, X4
 	VPHADDD      X4, X4, X4
 	VCVTDQ2PS    X4, X4
-	VMULPS       X1, X4, X4
-	VMOVSHDUP    X4, X2
-	VSUBSS       X2, X4, X4
+	VMULPS       X2, X4, X4
+	VMOVSHDUP    X4, X1
+	VSUBSS       X1, X4, X4
 	VMULSS       (DX), X4, X4
 	VADDSS       X4, X0, X0
 	ADDQ         $0x00000090, AX
@@ -1357,12 +1886,12 @@ dotQ5_Kx1AVX2_loop:
 	PREFETCHT0   640(AX)
 	VMOVDQU      4(AX), X4
 	VPSHUFB      kScaleUnpack<>+0(SB), X4, X2
-	VPSHUFB      kScaleUnpack<>+16(SB), X4, X3
+	VPSHUFB      kScaleUnpack<>+32(SB), X4, X3
 	VPSRLW       $0x04, X2, X4
 	VPBLENDD     $0x08, X4, X2, X2
-	VPAND        kScaleUnpack<>+32(SB), X2, X2
+	VPAND        kScaleUnpack<>+64(SB), X2, X2
 	VPSRLW       $0x02, X3, X3
-	VPAND        kScaleUnpack<>+48(SB), X3, X3
+	VPAND        kScaleUnpack<>+96(SB), X3, X3
 	VPOR         X3, X2, X2
 	VINSERTI128  $0x01, X2, Y2, Y3
 	VPSHUFB      minsDup<>+0(SB), Y3, Y4
@@ -1498,8 +2027,8 @@ dotQ6_Kx1AVX2_loop:
 	PREFETCHT0   640(AX)
 	PREFETCHT0   704(AX)
 	VXORPS       Y2, Y2, Y2
-	VPMOVSXBW    192(AX), X3
-	VINSERTI128  $0x01, X3, Y3, Y3
+	VPMOVSXBW    192(AX), Y3
+	VPERMQ       $0x44, Y3, Y3
 	VMOVDQU      (AX), Y4
 	VPAND        nibbleMask<>+0(SB), Y4, Y4
 	VMOVDQU      128(AX), Y5
@@ -1508,8 +2037,8 @@ dotQ6_Kx1AVX2_loop:
 	VPOR         Y5, Y4, Y4
 	VPSHUFB      scalePair<>+0(SB), Y3, Y5
 	VPMADDUBSW   (CX), Y4, Y4
-	VPMADDUBSW   (CX), Y1, Y7
-	VPSUBW       Y7, Y4, Y4
+	VPMADDUBSW   (CX), Y1, Y6
+	VPSUBW       Y6, Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	VMOVDQU      32(AX), Y4
@@ -1520,8 +2049,8 @@ dotQ6_Kx1AVX2_loop:
 	VPOR         Y5, Y4, Y4
 	VPSHUFB      scalePair<>+32(SB), Y3, Y5
 	VPMADDUBSW   32(CX), Y4, Y4
-	VPMADDUBSW   32(CX), Y1, Y7
-	VPSUBW       Y7, Y4, Y4
+	VPMADDUBSW   32(CX), Y1, Y6
+	VPSUBW       Y6, Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	VMOVDQU      (AX), Y4
@@ -1532,8 +2061,8 @@ dotQ6_Kx1AVX2_loop:
 	VPOR         Y5, Y4, Y4
 	VPSHUFB      scalePair<>+64(SB), Y3, Y5
 	VPMADDUBSW   64(CX), Y4, Y4
-	VPMADDUBSW   64(CX), Y1, Y7
-	VPSUBW       Y7, Y4, Y4
+	VPMADDUBSW   64(CX), Y1, Y6
+	VPSUBW       Y6, Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	VMOVDQU      32(AX), Y4
@@ -1543,24 +2072,24 @@ dotQ6_Kx1AVX2_loop:
 	VPSRLW       $0x02, Y5, Y5
 	VPAND        bits45Mask<>+0(SB), Y5, Y5
 	VPOR         Y5, Y4, Y4
-	VPSHUFB      scalePair<>+96(SB), Y3, Y5
+	VPSHUFB      scalePair<>+96(SB), Y3, Y3
 	VPMADDUBSW   96(CX), Y4, Y4
-	VPMADDUBSW   96(CX), Y1, Y7
-	VPSUBW       Y7, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	VPMADDUBSW   96(CX), Y1, Y5
+	VPSUBW       Y5, Y4, Y4
+	VPMADDWD     Y3, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	VPMOVSXBW    200(AX), X6
-	VINSERTI128  $0x01, X6, Y6, Y6
+	VPMOVSXBW    192(AX), Y3
+	VPERMQ       $0xee, Y3, Y3
 	VMOVDQU      64(AX), Y4
 	VPAND        nibbleMask<>+0(SB), Y4, Y4
 	VMOVDQU      160(AX), Y5
 	VPSLLW       $0x04, Y5, Y5
 	VPAND        bits45Mask<>+0(SB), Y5, Y5
 	VPOR         Y5, Y4, Y4
-	VPSHUFB      scalePair<>+0(SB), Y6, Y5
+	VPSHUFB      scalePair<>+0(SB), Y3, Y5
 	VPMADDUBSW   128(CX), Y4, Y4
-	VPMADDUBSW   128(CX), Y1, Y7
-	VPSUBW       Y7, Y4, Y4
+	VPMADDUBSW   128(CX), Y1, Y6
+	VPSUBW       Y6, Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	VMOVDQU      96(AX), Y4
@@ -1569,10 +2098,10 @@ dotQ6_Kx1AVX2_loop:
 	VPSLLW       $0x02, Y5, Y5
 	VPAND        bits45Mask<>+0(SB), Y5, Y5
 	VPOR         Y5, Y4, Y4
-	VPSHUFB      scalePair<>+32(SB), Y6, Y5
+	VPSHUFB      scalePair<>+32(SB), Y3, Y5
 	VPMADDUBSW   160(CX), Y4, Y4
-	VPMADDUBSW   160(CX), Y1, Y7
-	VPSUBW       Y7, Y4, Y4
+	VPMADDUBSW   160(CX), Y1, Y6
+	VPSUBW       Y6, Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	VMOVDQU      64(AX), Y4
@@ -1581,10 +2110,10 @@ dotQ6_Kx1AVX2_loop:
 	VMOVDQU      160(AX), Y5
 	VPAND        bits45Mask<>+0(SB), Y5, Y5
 	VPOR         Y5, Y4, Y4
-	VPSHUFB      scalePair<>+64(SB), Y6, Y5
+	VPSHUFB      scalePair<>+64(SB), Y3, Y5
 	VPMADDUBSW   192(CX), Y4, Y4
-	VPMADDUBSW   192(CX), Y1, Y7
-	VPSUBW       Y7, Y4, Y4
+	VPMADDUBSW   192(CX), Y1, Y6
+	VPSUBW       Y6, Y4, Y4
 	VPMADDWD     Y5, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	VMOVDQU      96(AX), Y4
@@ -1594,20 +2123,20 @@ dotQ6_Kx1AVX2_loop:
 	VPSRLW       $0x02, Y5, Y5
 	VPAND        bits45Mask<>+0(SB), Y5, Y5
 	VPOR         Y5, Y4, Y4
-	VPSHUFB      scalePair<>+96(SB), Y6, Y5
+	VPSHUFB      scalePair<>+96(SB), Y3, Y3
 	VPMADDUBSW   224(CX), Y4, Y4
-	VPMADDUBSW   224(CX), Y1, Y7
-	VPSUBW       Y7, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	VPMADDUBSW   224(CX), Y1, Y5
+	VPSUBW       Y5, Y4, Y4
+	VPMADDWD     Y3, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	MOVWLZX      208(AX), DI
-	VMOVD        DI, X4
-	VCVTPH2PS    X4, X4
-	VBROADCASTSS X4, Y4
-	VBROADCASTSS (DX), Y5
-	VMULPS       Y4, Y5, Y5
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y3
+	VBROADCASTSS (DX), Y4
+	VMULPS       Y3, Y4, Y4
 	VCVTDQ2PS    Y2, Y2
-	VFMADD231PS  Y2, Y5, Y0
+	VFMADD231PS  Y2, Y4, Y0
 	ADDQ         $0x000000d2, AX
 	ADDQ         $0x00000004, DX
 	ADDQ         $0x00000020, BX
@@ -1646,12 +2175,12 @@ dotQ4_Kx4AVX2_loop:
 	JZ           dotQ4_Kx4AVX2_done
 	VMOVDQU      4(AX), X3
 	VPSHUFB      kScaleUnpack<>+0(SB), X3, X1
-	VPSHUFB      kScaleUnpack<>+16(SB), X3, X2
+	VPSHUFB      kScaleUnpack<>+32(SB), X3, X2
 	VPSRLW       $0x04, X1, X3
 	VPBLENDD     $0x08, X3, X1, X1
-	VPAND        kScaleUnpack<>+32(SB), X1, X1
+	VPAND        kScaleUnpack<>+64(SB), X1, X1
 	VPSRLW       $0x02, X2, X2
-	VPAND        kScaleUnpack<>+48(SB), X2, X2
+	VPAND        kScaleUnpack<>+96(SB), X2, X2
 	VPOR         X2, X1, X1
 	VINSERTI128  $0x01, X1, Y1, Y2
 	VPSHUFB      minsDup<>+0(SB), Y2, Y3
@@ -1786,22 +2315,22 @@ dotQ4_Kx4AVX2_loop:
 	VPMADDUBSW   224(SI), Y11, Y11
 	VPMADDWD     Y2, Y11, Y11
 	VPADDD       Y11, Y10, Y10
-	VCVTPH2PS    (AX), X1
+	VCVTPH2PS    (AX), Y2
 	VPHADDD      Y8, Y7, Y7
 	VPHADDD      Y10, Y9, Y9
 	VPHADDD      Y5, Y4, Y4
 	VPHADDD      Y3, Y6, Y6
 	VPHADDD      Y9, Y7, Y7
 	VPHADDD      Y6, Y4, Y4
-	VPERM2I128   $0x21, Y4, Y7, Y2
-	VPBLENDD     $0xf0, Y4, Y7, Y3
-	VPADDD       Y3, Y2, Y2
-	VMOVDQU      dDminIdx<>+0(SB), Y3
-	VPERMPS      Y1, Y3, Y3
-	VCVTDQ2PS    Y2, Y2
-	VMULPS       Y3, Y2, Y2
-	VEXTRACTF128 $0x01, Y2, X1
-	VSUBPS       X1, X2, X2
+	VPERM2I128   $0x21, Y4, Y7, Y3
+	VPBLENDD     $0xf0, Y4, Y7, Y4
+	VPADDD       Y4, Y3, Y3
+	VMOVDQU      dDminIdx<>+0(SB), Y4
+	VPERMPS      Y2, Y4, Y4
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X1
+	VSUBPS       X1, X3, X3
 	VMOVSS       (DX), X1
 	MOVQ         k+40(FP), R10
 	SHRQ         $0x06, R10
@@ -1809,8 +2338,8 @@ dotQ4_Kx4AVX2_loop:
 	VINSERTPS    $0x10, (DX)(R10*1), X1, X1
 	VINSERTPS    $0x20, (DX)(R10*2), X1, X1
 	VINSERTPS    $0x30, (DX)(R11*1), X1, X1
-	VMULPS       X1, X2, X2
-	VADDPS       X2, X0, X0
+	VMULPS       X1, X3, X3
+	VADDPS       X3, X0, X0
 	ADDQ         $0x00000090, AX
 	ADDQ         $0x00000004, DX
 	ADDQ         $0x00000020, BX
@@ -1850,12 +2379,12 @@ dotQ5_Kx4AVX2_loop:
 	JZ           dotQ5_Kx4AVX2_done
 	VMOVDQU      4(AX), X7
 	VPSHUFB      kScaleUnpack<>+0(SB), X7, X5
-	VPSHUFB      kScaleUnpack<>+16(SB), X7, X6
+	VPSHUFB      kScaleUnpack<>+32(SB), X7, X6
 	VPSRLW       $0x04, X5, X7
 	VPBLENDD     $0x08, X7, X5, X5
-	VPAND        kScaleUnpack<>+32(SB), X5, X5
+	VPAND        kScaleUnpack<>+64(SB), X5, X5
 	VPSRLW       $0x02, X6, X6
-	VPAND        kScaleUnpack<>+48(SB), X6, X6
+	VPAND        kScaleUnpack<>+96(SB), X6, X6
 	VPOR         X6, X5, X5
 	VINSERTI128  $0x01, X5, Y5, Y6
 	VPSHUFB      minsDup<>+0(SB), Y6, Y7
@@ -2123,8 +2652,8 @@ dotQ6_Kx4AVX2_loop:
 	VXORPS       Y6, Y6, Y6
 	VXORPS       Y7, Y7, Y7
 	VXORPS       Y8, Y8, Y8
-	VPMOVSXBW    192(AX), X9
-	VINSERTI128  $0x01, X9, Y9, Y9
+	VPMOVSXBW    192(AX), Y9
+	VPERMQ       $0x44, Y9, Y9
 	VMOVDQU      (AX), Y10
 	VPAND        nibbleMask<>+0(SB), Y10, Y10
 	VMOVDQU      128(AX), Y11
@@ -2132,24 +2661,24 @@ dotQ6_Kx4AVX2_loop:
 	VPAND        bits45Mask<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
 	VPSHUFB      scalePair<>+0(SB), Y9, Y11
-	VPMADDUBSW   (CX), Y10, Y13
-	VPMADDUBSW   (CX), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPMADDUBSW   (DI), Y10, Y13
-	VPMADDUBSW   (DI), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	VPMADDUBSW   (R8), Y10, Y13
-	VPMADDUBSW   (R8), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   (CX), Y10, Y12
+	VPMADDUBSW   (CX), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   (DI), Y10, Y12
+	VPMADDUBSW   (DI), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   (R8), Y10, Y12
+	VPMADDUBSW   (R8), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
 	VPMADDUBSW   (SI), Y10, Y10
-	VPMADDUBSW   (SI), Y4, Y13
-	VPSUBW       Y13, Y10, Y10
+	VPMADDUBSW   (SI), Y4, Y12
+	VPSUBW       Y12, Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y8, Y8
 	VMOVDQU      32(AX), Y10
@@ -2159,24 +2688,24 @@ dotQ6_Kx4AVX2_loop:
 	VPAND        bits45Mask<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
 	VPSHUFB      scalePair<>+32(SB), Y9, Y11
-	VPMADDUBSW   32(CX), Y10, Y13
-	VPMADDUBSW   32(CX), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPMADDUBSW   32(DI), Y10, Y13
-	VPMADDUBSW   32(DI), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	VPMADDUBSW   32(R8), Y10, Y13
-	VPMADDUBSW   32(R8), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   32(CX), Y10, Y12
+	VPMADDUBSW   32(CX), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   32(DI), Y10, Y12
+	VPMADDUBSW   32(DI), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   32(R8), Y10, Y12
+	VPMADDUBSW   32(R8), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
 	VPMADDUBSW   32(SI), Y10, Y10
-	VPMADDUBSW   32(SI), Y4, Y13
-	VPSUBW       Y13, Y10, Y10
+	VPMADDUBSW   32(SI), Y4, Y12
+	VPSUBW       Y12, Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y8, Y8
 	VMOVDQU      (AX), Y10
@@ -2186,24 +2715,24 @@ dotQ6_Kx4AVX2_loop:
 	VPAND        bits45Mask<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
 	VPSHUFB      scalePair<>+64(SB), Y9, Y11
-	VPMADDUBSW   64(CX), Y10, Y13
-	VPMADDUBSW   64(CX), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPMADDUBSW   64(DI), Y10, Y13
-	VPMADDUBSW   64(DI), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	VPMADDUBSW   64(R8), Y10, Y13
-	VPMADDUBSW   64(R8), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y7, Y7
+	VPMADDUBSW   64(CX), Y10, Y12
+	VPMADDUBSW   64(CX), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   64(DI), Y10, Y12
+	VPMADDUBSW   64(DI), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   64(R8), Y10, Y12
+	VPMADDUBSW   64(R8), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
 	VPMADDUBSW   64(SI), Y10, Y10
-	VPMADDUBSW   64(SI), Y4, Y13
-	VPSUBW       Y13, Y10, Y10
+	VPMADDUBSW   64(SI), Y4, Y12
+	VPSUBW       Y12, Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y8, Y8
 	VMOVDQU      32(AX), Y10
@@ -2213,54 +2742,54 @@ dotQ6_Kx4AVX2_loop:
 	VPSRLW       $0x02, Y11, Y11
 	VPAND        bits45Mask<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
-	VPSHUFB      scalePair<>+96(SB), Y9, Y11
-	VPMADDUBSW   96(CX), Y10, Y13
-	VPMADDUBSW   96(CX), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPMADDUBSW   96(DI), Y10, Y13
-	VPMADDUBSW   96(DI), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	VPMADDUBSW   96(R8), Y10, Y13
-	VPMADDUBSW   96(R8), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y7, Y7
+	VPSHUFB      scalePair<>+96(SB), Y9, Y9
+	VPMADDUBSW   96(CX), Y10, Y11
+	VPMADDUBSW   96(CX), Y4, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   96(DI), Y10, Y11
+	VPMADDUBSW   96(DI), Y4, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   96(R8), Y10, Y11
+	VPMADDUBSW   96(R8), Y4, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y7, Y7
 	VPMADDUBSW   96(SI), Y10, Y10
-	VPMADDUBSW   96(SI), Y4, Y13
-	VPSUBW       Y13, Y10, Y10
-	VPMADDWD     Y11, Y10, Y10
+	VPMADDUBSW   96(SI), Y4, Y11
+	VPSUBW       Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y8, Y8
-	VPMOVSXBW    200(AX), X12
-	VINSERTI128  $0x01, X12, Y12, Y12
+	VPMOVSXBW    192(AX), Y9
+	VPERMQ       $0xee, Y9, Y9
 	VMOVDQU      64(AX), Y10
 	VPAND        nibbleMask<>+0(SB), Y10, Y10
 	VMOVDQU      160(AX), Y11
 	VPSLLW       $0x04, Y11, Y11
 	VPAND        bits45Mask<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
-	VPSHUFB      scalePair<>+0(SB), Y12, Y11
-	VPMADDUBSW   128(CX), Y10, Y13
-	VPMADDUBSW   128(CX), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPMADDUBSW   128(DI), Y10, Y13
-	VPMADDUBSW   128(DI), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	VPMADDUBSW   128(R8), Y10, Y13
-	VPMADDUBSW   128(R8), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y7, Y7
+	VPSHUFB      scalePair<>+0(SB), Y9, Y11
+	VPMADDUBSW   128(CX), Y10, Y12
+	VPMADDUBSW   128(CX), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   128(DI), Y10, Y12
+	VPMADDUBSW   128(DI), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   128(R8), Y10, Y12
+	VPMADDUBSW   128(R8), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
 	VPMADDUBSW   128(SI), Y10, Y10
-	VPMADDUBSW   128(SI), Y4, Y13
-	VPSUBW       Y13, Y10, Y10
+	VPMADDUBSW   128(SI), Y4, Y12
+	VPSUBW       Y12, Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y8, Y8
 	VMOVDQU      96(AX), Y10
@@ -2269,25 +2798,25 @@ dotQ6_Kx4AVX2_loop:
 	VPSLLW       $0x02, Y11, Y11
 	VPAND        bits45Mask<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
-	VPSHUFB      scalePair<>+32(SB), Y12, Y11
-	VPMADDUBSW   160(CX), Y10, Y13
-	VPMADDUBSW   160(CX), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPMADDUBSW   160(DI), Y10, Y13
-	VPMADDUBSW   160(DI), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	VPMADDUBSW   160(R8), Y10, Y13
-	VPMADDUBSW   160(R8), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y7, Y7
+	VPSHUFB      scalePair<>+32(SB), Y9, Y11
+	VPMADDUBSW   160(CX), Y10, Y12
+	VPMADDUBSW   160(CX), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   160(DI), Y10, Y12
+	VPMADDUBSW   160(DI), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   160(R8), Y10, Y12
+	VPMADDUBSW   160(R8), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
 	VPMADDUBSW   160(SI), Y10, Y10
-	VPMADDUBSW   160(SI), Y4, Y13
-	VPSUBW       Y13, Y10, Y10
+	VPMADDUBSW   160(SI), Y4, Y12
+	VPSUBW       Y12, Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y8, Y8
 	VMOVDQU      64(AX), Y10
@@ -2296,25 +2825,25 @@ dotQ6_Kx4AVX2_loop:
 	VMOVDQU      160(AX), Y11
 	VPAND        bits45Mask<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
-	VPSHUFB      scalePair<>+64(SB), Y12, Y11
-	VPMADDUBSW   192(CX), Y10, Y13
-	VPMADDUBSW   192(CX), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPMADDUBSW   192(DI), Y10, Y13
-	VPMADDUBSW   192(DI), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	VPMADDUBSW   192(R8), Y10, Y13
-	VPMADDUBSW   192(R8), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y7, Y7
+	VPSHUFB      scalePair<>+64(SB), Y9, Y11
+	VPMADDUBSW   192(CX), Y10, Y12
+	VPMADDUBSW   192(CX), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VPMADDUBSW   192(DI), Y10, Y12
+	VPMADDUBSW   192(DI), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   192(R8), Y10, Y12
+	VPMADDUBSW   192(R8), Y4, Y13
+	VPSUBW       Y13, Y12, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
 	VPMADDUBSW   192(SI), Y10, Y10
-	VPMADDUBSW   192(SI), Y4, Y13
-	VPSUBW       Y13, Y10, Y10
+	VPMADDUBSW   192(SI), Y4, Y12
+	VPSUBW       Y12, Y10, Y10
 	VPMADDWD     Y11, Y10, Y10
 	VPADDD       Y10, Y8, Y8
 	VMOVDQU      96(AX), Y10
@@ -2324,48 +2853,48 @@ dotQ6_Kx4AVX2_loop:
 	VPSRLW       $0x02, Y11, Y11
 	VPAND        bits45Mask<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
-	VPSHUFB      scalePair<>+96(SB), Y12, Y11
-	VPMADDUBSW   224(CX), Y10, Y13
-	VPMADDUBSW   224(CX), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPMADDUBSW   224(DI), Y10, Y13
-	VPMADDUBSW   224(DI), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	VPMADDUBSW   224(R8), Y10, Y13
-	VPMADDUBSW   224(R8), Y4, Y14
-	VPSUBW       Y14, Y13, Y13
-	VPMADDWD     Y11, Y13, Y13
-	VPADDD       Y13, Y7, Y7
+	VPSHUFB      scalePair<>+96(SB), Y9, Y9
+	VPMADDUBSW   224(CX), Y10, Y11
+	VPMADDUBSW   224(CX), Y4, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPMADDUBSW   224(DI), Y10, Y11
+	VPMADDUBSW   224(DI), Y4, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y6, Y6
+	VPMADDUBSW   224(R8), Y10, Y11
+	VPMADDUBSW   224(R8), Y4, Y12
+	VPSUBW       Y12, Y11, Y11
+	VPMADDWD     Y9, Y11, Y11
+	VPADDD       Y11, Y7, Y7
 	VPMADDUBSW   224(SI), Y10, Y10
-	VPMADDUBSW   224(SI), Y4, Y13
-	VPSUBW       Y13, Y10, Y10
-	VPMADDWD     Y11, Y10, Y10
+	VPMADDUBSW   224(SI), Y4, Y11
+	VPSUBW       Y11, Y10, Y10
+	VPMADDWD     Y9, Y10, Y10
 	VPADDD       Y10, Y8, Y8
 	MOVWLZX      208(AX), R10
-	VMOVD        R10, X10
-	VCVTPH2PS    X10, X10
-	VBROADCASTSS X10, Y10
+	VMOVD        R10, X9
+	VCVTPH2PS    X9, X9
+	VBROADCASTSS X9, Y9
 	MOVQ         k+40(FP), R10
 	SHRQ         $0x06, R10
 	LEAQ         (R10)(R10*2), R11
-	VBROADCASTSS (DX), Y11
-	VMULPS       Y10, Y11, Y11
+	VBROADCASTSS (DX), Y10
+	VMULPS       Y9, Y10, Y10
 	VCVTDQ2PS    Y5, Y5
-	VFMADD231PS  Y5, Y11, Y0
+	VFMADD231PS  Y5, Y10, Y0
 	VBROADCASTSS (DX)(R10*1), Y5
-	VMULPS       Y10, Y5, Y5
+	VMULPS       Y9, Y5, Y5
 	VCVTDQ2PS    Y6, Y6
 	VFMADD231PS  Y6, Y5, Y1
 	VBROADCASTSS (DX)(R10*2), Y5
-	VMULPS       Y10, Y5, Y5
+	VMULPS       Y9, Y5, Y5
 	VCVTDQ2PS    Y7, Y7
 	VFMADD231PS  Y7, Y5, Y2
 	VBROADCASTSS (DX)(R11*1), Y5
-	VMULPS       Y10, Y5, Y5
+	VMULPS       Y9, Y5, Y5
 	VCVTDQ2PS    Y8, Y8
 	VFMADD231PS  Y8, Y5, Y3
 	ADDQ         $0x000000d2, AX

@@ -49,6 +49,11 @@ func dotQ4_0p8x4VNNI(w *byte, qs *int8, d *float32, b8 *int32, nb int, k int, ou
 //go:noescape
 func dotQ4_Kr4x1AVX2(w *byte, wstride int, qs *int8, d *float32, bsums *int16, nb int, out *float32)
 
+// dotQ6_Kr4x1AVX2 writes out[r], the dot products of Q6_K rows r = 0..3 (wstride bytes apart, nb super-blocks) with one token's Q8_K activations, in the float order of dotQ6KGo.
+//
+//go:noescape
+func dotQ6_Kr4x1AVX2(w *byte, wstride int, qs *int8, d *float32, bsums *int16, nb int, out *float32)
+
 // dotQ4_Kx1AVX2 writes to out the dot products of a Q4_K row of nb super-blocks with 1 tokens' Q8_K activations (qs k bytes apart, d k/64, bsums k/8), in the float order of dotQ4KGo.
 //
 //go:noescape

@@ -36,9 +36,9 @@ func addSIMDKernels(ks map[quant.Type]kernel, force string) string {
 	// The K-quant kernels are AVX2 in both sets: their scales multiply
 	// int16 pair sums (VPMADDWD), which VPDPBUSD's int32 sums would need
 	// widened and multiplied again.
-	ks[quant.Q4_K] = kernel{one: kOne(dotQ4_Kx1AVX2, 144), four: kFour(dotQ4_Kx4AVX2, 144), rows4: dotQ4KRows4}
+	ks[quant.Q4_K] = kernel{one: kOne(dotQ4_Kx1AVX2, 144), four: kFour(dotQ4_Kx4AVX2, 144), rows4: kRows4(dotQ4_Kr4x1AVX2, 144)}
 	ks[quant.Q5_K] = kernel{one: kOne(dotQ5_Kx1AVX2, 176), four: kFour(dotQ5_Kx4AVX2, 176)}
-	ks[quant.Q6_K] = kernel{one: kOne(dotQ6_Kx1AVX2, 210), four: kFour(dotQ6_Kx4AVX2, 210)}
+	ks[quant.Q6_K] = kernel{one: kOne(dotQ6_Kx1AVX2, 210), four: kFour(dotQ6_Kx4AVX2, 210), rows4: kRows4(dotQ6_Kr4x1AVX2, 210)}
 	return name
 }
 
@@ -58,11 +58,18 @@ func kOne(f kAsm, bs int) dotKernel {
 	}
 }
 
-// dotQ4KRows4 is the four-row Q4_K kernel, one token (decode).
-func dotQ4KRows4(w []byte, rowBytes int, a arow, out *[16]float32) {
-	nb := len(a.d)
-	_, _, _ = w[3*rowBytes+144*nb-1], a.qs[256*nb-1], a.bsums[16*nb-1]
-	dotQ4_Kr4x1AVX2(&w[0], rowBytes, &a.qs[0], &a.d[0], &a.bsums[0], nb, &out[0])
+// kRowsAsm is the signature of the four-row K-quant assembly: rows
+// wstride bytes apart by one token.
+type kRowsAsm func(w *byte, wstride int, qs *int8, d *float32, bsums *int16, nb int, out *float32)
+
+// kRows4 wraps a four-row K-quant kernel of bs bytes per super-block as the
+// matmul's rows4 (decode).
+func kRows4(f kRowsAsm, bs int) rowsKernel {
+	return func(w []byte, rowBytes int, a arow, out *[16]float32) {
+		nb := len(a.d)
+		_, _, _ = w[3*rowBytes+bs*nb-1], a.qs[256*nb-1], a.bsums[16*nb-1]
+		f(&w[0], rowBytes, &a.qs[0], &a.d[0], &a.bsums[0], nb, &out[0])
+	}
 }
 
 func kFour(f kAsm, bs int) quadKernel {

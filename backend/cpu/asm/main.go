@@ -44,6 +44,7 @@ func main() {
 	}
 	kc := kQuantConsts(nibbles)
 	dotQ4KRows4AVX2(kc)
+	dotQ6KRows4AVX2(kc)
 	for _, n := range []int{1, 4} {
 		dotQ4KAVX2(n, kc)
 		dotQ5KAVX2(n, kc)
@@ -603,7 +604,7 @@ type kConsts struct {
 	m32     Mem // 32: Q6_K's offset
 	scale   Mem // VPSHUFB patterns, 32 bytes each: pattern i zero-extends byte i to every int16
 	minsDup Mem // VPSHUFB pattern: bytes 8..15 zero-extended to int16, each twice
-	unpack  Mem // kScales' two VPSHUFB patterns and two masks, 16 bytes each
+	unpack  Mem // kScales' two VPSHUFB patterns and two masks, 32 bytes each
 	pair    Mem // VPSHUFB patterns: pattern i broadcasts word 2i to the low half, word 2i+1 to the high one
 	dmin4   Mem // VPERMPS indices 0,0,0,0,1,1,1,1: d to the low half, dmin to the high one
 	rowsD   Mem // VPERMPS indices 0,2,4,6,1,3,5,7: four rows' d to the low half, dmin to the high one
@@ -632,11 +633,12 @@ func kQuantConsts(nibbles Mem) kConsts {
 	}
 	// kScales' VPSHUFB indices (the byte each result byte takes) and masks.
 	c.unpack = GLOBL("kScaleUnpack", RODATA|NOPTR)
+	// Each 16 bytes twice, for both 128-bit halves.
 	for i, v := range []uint64{
-		0x0b0a090803020100, 0x0b0a090807060504, // bytes 0-3, 8-11, 4-7, 8-11
-		0x0302010080808080, 0x0706050480808080, // the top bits: bytes 0-3 under 4-7, 4-7 under 12-15
-		0x0f0f0f0f3f3f3f3f, 0x0f0f0f0f3f3f3f3f,
-		0x3030303000000000, 0x3030303000000000,
+		0x0b0a090803020100, 0x0b0a090807060504, 0x0b0a090803020100, 0x0b0a090807060504, // bytes 0-3, 8-11, 4-7, 8-11
+		0x0302010080808080, 0x0706050480808080, 0x0302010080808080, 0x0706050480808080, // the top bits: bytes 0-3 under 4-7, 4-7 under 12-15
+		0x0f0f0f0f3f3f3f3f, 0x0f0f0f0f3f3f3f3f, 0x0f0f0f0f3f3f3f3f, 0x0f0f0f0f3f3f3f3f,
+		0x3030303000000000, 0x3030303000000000, 0x3030303000000000, 0x3030303000000000,
 	} {
 		DATA(8*i, U64(v))
 	}
@@ -750,13 +752,14 @@ func kScales(s Mem, c kConsts) (sc, mins VecVirtual) {
 	a, b, t := XMM(), XMM(), XMM()
 	VMOVDQU(s, t) // the 12 bytes and 4 of the next field
 	VPSHUFB(c.unpack, t, a)
-	VPSHUFB(c.unpack.Offset(16), t, b)
+	VPSHUFB(c.unpack.Offset(32), t, b)
 	VPSRLW(U8(4), a, t)
 	VPBLENDD(U8(8), t, a, a) // mins 4..7: the high nibbles
-	VPAND(c.unpack.Offset(32), a, a)
+	VPAND(c.unpack.Offset(64), a, a)
 	VPSRLW(U8(2), b, b)
-	VPAND(c.unpack.Offset(48), b, b)
+	VPAND(c.unpack.Offset(96), b, b)
 	VPOR(b, a, a)
+	// (The upper half of a.AsY() is not read: VINSERTI128 replaces it.)
 	sc, mins = YMM(), YMM()
 	VINSERTI128(U8(1), a, a.AsY(), sc)
 	VPSHUFB(c.minsDup, sc, mins)
@@ -852,8 +855,8 @@ func dotQ4KAVX2(n int, c kConsts) {
 				tk.kDot(q, s, 64*j+32*h, sumi)
 			}
 		}
-		dm := XMM()
-		VCVTPH2PS(w, dm) // d, dmin
+		dm := YMM()
+		VCVTPH2PS(w, dm) // d, dmin (and six more halves, not used)
 		if n == 1 {
 			// [sumi, summ] in lanes 0 and 1, then [d·sumi, dmin·summ].
 			x, u := sumi[0].AsX(), XMM()
@@ -862,7 +865,7 @@ func dotQ4KAVX2(n int, c kConsts) {
 			VPADDD(u, x, x)
 			VPHADDD(x, x, x)
 			VCVTDQ2PS(x, x)
-			VMULPS(dm, x, x)
+			VMULPS(dm.AsX(), x, x)
 			VMOVSHDUP(x, u)
 			VSUBSS(u, x, x)    // d·sumi − dmin·summ
 			VMULSS(tk.d, x, x) // d_a·(…)
@@ -872,7 +875,7 @@ func dotQ4KAVX2(n int, c kConsts) {
 		x := sumiSumm4(sumi, summ)
 		dd := YMM()
 		VMOVDQU(c.dmin4, dd)
-		VPERMPS(dm.AsY(), dd, dd) // d ×4, dmin ×4
+		VPERMPS(dm, dd, dd) // d ×4, dmin ×4
 		x = q4KFloats(x, dd)
 		VMULPS(tk.gatherD(), x.AsX(), x.AsX()) // d_a·(…)
 		VADDPS(x.AsX(), acc, acc)
@@ -1098,43 +1101,7 @@ func dotQ6KAVX2(n int, c kConsts) {
 
 	tk.kBlockLoop(name, nb, w, 210, func() {
 		sumi := zeroed(n, YMM)
-		for h := 0; h < 2; h++ { // 128 values: 64 bytes of ql, 32 of qh
-			// The half's eight scales as int16 in both 128-bit halves.
-			sc := YMM()
-			VPMOVSXBW(w.Offset(192+8*h), sc.AsX())
-			VINSERTI128(U8(1), sc.AsX(), sc, sc)
-			for i := 0; i < 4; i++ { // values 128h+32i..
-				g := 4*h + i
-				q, hb := YMM(), YMM()
-				VMOVDQU(w.Offset(64*h+32*(i&1)), q)
-				if i >= 2 {
-					VPSRLW(U8(4), q, q)
-				}
-				VPAND(c.nib, q, q)
-				VMOVDQU(w.Offset(128+32*h), hb)
-				switch i { // bits 2i, 2i+1 of qh to bits 4, 5
-				case 0:
-					VPSLLW(U8(4), hb, hb)
-				case 1:
-					VPSLLW(U8(2), hb, hb)
-				case 3:
-					VPSRLW(U8(2), hb, hb)
-				}
-				VPAND(c.b45, hb, hb)
-				VPOR(hb, q, q)
-				s := YMM()
-				VPSHUFB(c.pair.Offset(32*i), sc, s)
-				for t := range sumi {
-					a := tk.a(t, 32*g)
-					p, o := YMM(), YMM()
-					VPMADDUBSW(a, q, p)
-					VPMADDUBSW(a, m32, o)
-					VPSUBW(o, p, p)
-					VPMADDWD(s, p, p)
-					VPADDD(p, sumi[t], sumi[t])
-				}
-			}
-		}
+		tk.q6Sums(w, c, m32, sumi)
 		h, dw := GP32(), YMM()
 		MOVWLZX(w.Offset(208), h)
 		VMOVD(h, dw.AsX())
@@ -1146,6 +1113,93 @@ func dotQ6KAVX2(n int, c kConsts) {
 	out := ptr("out")
 	for t := range acc {
 		VMOVSS(hsum8(acc[t]), out.Offset(4*t))
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// q6Sums adds into sumi[t] the integer lanes of the Q6_K super-block at w
+// times token t's activations.
+func (tk kToks) q6Sums(w Mem, c kConsts, m32 VecVirtual, sumi []VecVirtual) {
+	for h := 0; h < 2; h++ { // 128 values: 64 bytes of ql, 32 of qh
+		// The half's eight scales as int16 in both 128-bit halves.
+		sc := YMM()
+		VPMOVSXBW(w.Offset(192), sc)
+		VPERMQ(U8(0x44+0xaa*h), sc, sc)
+		for i := 0; i < 4; i++ { // values 128h+32i..
+			g := 4*h + i
+			q, hb := YMM(), YMM()
+			VMOVDQU(w.Offset(64*h+32*(i&1)), q)
+			if i >= 2 {
+				VPSRLW(U8(4), q, q)
+			}
+			VPAND(c.nib, q, q)
+			VMOVDQU(w.Offset(128+32*h), hb)
+			switch i { // bits 2i, 2i+1 of qh to bits 4, 5
+			case 0:
+				VPSLLW(U8(4), hb, hb)
+			case 1:
+				VPSLLW(U8(2), hb, hb)
+			case 3:
+				VPSRLW(U8(2), hb, hb)
+			}
+			VPAND(c.b45, hb, hb)
+			VPOR(hb, q, q)
+			s := YMM()
+			VPSHUFB(c.pair.Offset(32*i), sc, s)
+			for t := range sumi {
+				a := tk.a(t, 32*g)
+				p, o := YMM(), YMM()
+				VPMADDUBSW(a, q, p)
+				VPMADDUBSW(a, m32, o)
+				VPSUBW(o, p, p)
+				VPMADDWD(s, p, p)
+				VPADDD(p, sumi[t], sumi[t])
+			}
+		}
+	}
+}
+
+// dotQ6KRows4AVX2 emits dotQ6_Kr4x1AVX2: four Q6_K rows (wstride bytes
+// apart) by one token, each row as dotQ6_Kx1AVX2 (its own eight float
+// lanes), prefetching the next four rows' super-block.
+func dotQ6KRows4AVX2(c kConsts) {
+	name := "dotQ6_Kr4x1AVX2"
+	TEXT(name, NOSPLIT, "func(w *byte, wstride int, qs *int8, d *float32, bsums *int16, nb int, out *float32)")
+	Doc(name + " writes out[r], the dot products of Q6_K rows r = 0..3 (wstride bytes apart, nb super-blocks) with one token's Q8_K activations, in the float order of dotQ6KGo.")
+	Pragma("noescape")
+	b0 := Load(Param("w"), GP64())
+	ws := Load(Param("wstride"), GP64())
+	ws3 := x3(ws)
+	rows := fourRows(b0, ws, ws3)
+	nx := GP64()
+	LEAQ(Mem{Base: b0, Index: ws, Scale: 4}, nx)
+	next := fourRows(nx, ws, ws3)
+	tk := loadKToks(1)
+	nb := Load(Param("nb"), GP64())
+	acc := zeroed(4, YMM)
+	m32 := YMM()
+	VMOVDQU(c.m32, m32)
+
+	blockLoop(name, nb, func() {
+		for r, w := range rows {
+			for o := 0; o < 210; o += 64 {
+				PREFETCHT0(next[r].Offset(o))
+			}
+			sumi := zeroed(1, YMM)
+			tk.q6Sums(w, c, m32, sumi)
+			h, dw := GP32(), YMM()
+			MOVWLZX(w.Offset(208), h)
+			VMOVD(h, dw.AsX())
+			VCVTPH2PS(dw.AsX(), dw.AsX())
+			VBROADCASTSS(dw.AsX(), dw)
+			tk.lanesEpilogue(dw, sumi, acc[r:r+1])
+		}
+	}, append(tk.steps(b0, 210), step{nx, 210})...)
+
+	out := ptr("out")
+	for r := range acc {
+		VMOVSS(hsum8(acc[r]), out.Offset(4*r))
 	}
 	VZEROUPPER()
 	RET()
