@@ -3,7 +3,10 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"os"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/latent-ai/latent/quant"
@@ -198,6 +201,27 @@ func extremeRows(typ quant.Type, w []byte, rb int) {
 		set(1, 210, 192, 208, 0x7f)
 		set(2, 210, 0, 192, 0)
 		set(2, 210, 192, 208, 0x80)
+	}
+}
+
+// The AVX2 kernels use only the sixteen registers VEX can encode: avo's
+// allocator reaches X16-X31/Y16-Y31 when a kernel keeps more than sixteen
+// vectors live, which the assembler would encode as AVX-512 (EVEX) and an
+// AVX2-only CPU would fault on. Only the VNNI kernels may use them.
+func TestAsmRegistersAVX2(t *testing.T) {
+	src, err := os.ReadFile("dot_amd64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	high := regexp.MustCompile(`\b[XYZ](1[6-9]|2[0-9]|3[01])\b`)
+	fn := ""
+	for i, line := range strings.Split(string(src), "\n") {
+		if strings.HasPrefix(line, "TEXT ") {
+			fn = line
+		}
+		if !strings.Contains(fn, "VNNI") && high.MatchString(line) {
+			t.Errorf("dot_amd64.s:%d (%s): %s", i+1, fn, strings.TrimSpace(line))
+		}
 	}
 }
 
