@@ -79,12 +79,14 @@ func Load(path string, o Options) (*Loaded, error) {
 		f.Close()
 		return nil, err
 	}
-	if err := checkMemory(f, be, o.Context); err != nil {
-		be.Close()
-		f.Close()
-		return nil, err
+	c, err := deepseek2.ConfigFrom(f)
+	if err == nil {
+		err = checkMemory(c, be, o.Context)
 	}
-	m, err := deepseek2.Load(f, be, o.Context)
+	var m *deepseek2.Model
+	if err == nil {
+		m, err = deepseek2.New(f, c, be, o.Context)
+	}
 	if err != nil {
 		be.Close()
 		f.Close()
@@ -96,14 +98,10 @@ func Load(path string, o Options) (*Loaded, error) {
 // checkMemory refuses a CPU cache for ctx positions that is larger than the
 // machine's memory: allocating it would end the process with a runtime
 // trace, or swap. (The CUDA backend reports its own out-of-memory; a context
-// past the trained one is deepseek2.Load's error.)
-func checkMemory(f *gguf.File, be backend.Backend, ctx int) error {
-	if be.Name() != "cpu" || ctx <= 0 {
+// past the trained one is deepseek2.New's error.)
+func checkMemory(c *deepseek2.Config, be backend.Backend, ctx int) error {
+	if be.Name() != "cpu" || ctx <= 0 || ctx > c.ContextLength {
 		return nil
-	}
-	c, err := deepseek2.ConfigFrom(f)
-	if err != nil || ctx > c.ContextLength {
-		return nil // deepseek2.Load says what is wrong
 	}
 	threads := 1
 	if t, ok := be.(interface{ Threads() int }); ok {

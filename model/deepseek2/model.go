@@ -41,14 +41,19 @@ func (e *ErrContextTrained) Error() string {
 	return fmt.Sprintf("a context of %d positions is more than the model's trained context of %d", e.Asked, e.Trained)
 }
 
-// Load binds the file's tensors on be and allocates the latent cache for ctx
-// positions (0: the smaller of the trained context and 4096). A negative ctx,
-// or one past the trained context, is an error.
+// Load reads the file's configuration and binds its network (see New).
 func Load(f *gguf.File, be backend.Backend, ctx int) (*Model, error) {
 	c, err := ConfigFrom(f)
 	if err != nil {
 		return nil, err
 	}
+	return New(f, c, be, ctx)
+}
+
+// New binds the tensors of f, whose configuration c is, on be and allocates
+// the latent cache for ctx positions (0: the smaller of the trained context
+// and 4096). A negative ctx, or one past the trained context, is an error.
+func New(f *gguf.File, c *Config, be backend.Backend, ctx int) (*Model, error) {
 	switch {
 	case ctx < 0:
 		return nil, fmt.Errorf("context %d is negative (0: the smaller of the trained context and 4096)", ctx)
@@ -79,6 +84,7 @@ func Load(f *gguf.File, be backend.Backend, ctx int) (*Model, error) {
 		}
 	}
 	m.routing = backend.Routing{Sigmoid: c.Gating == GatingSigmoid, Used: c.ExpertsUsed, Norm: c.ExpertNorm, Scale: float32(c.ExpertScale)}
+	var err error
 	if m.cache, err = be.Cache(c.DecoderLayers(), ctx, c.CacheRow()); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Name, err)
 	}
