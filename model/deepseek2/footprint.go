@@ -7,14 +7,14 @@ import (
 	"github.com/latent-ai/latent/gguf"
 )
 
-// Footprint is what running the model costs in weights.
+// Footprint is what running the model costs in weights (model.Describe counts
+// every weight in the file).
 type Footprint struct {
-	Params       int64 // every weight in the file
 	ActiveParams int64 // weights one decoded token touches
 	DecodeBytes  int64 // weight bytes one decoded token reads
 }
 
-// FootprintOf counts parameters and the bytes a decode step reads: every
+// FootprintOf counts the parameters and the bytes a decode step reads: every
 // decoder tensor once, only the used share of the routed experts, one row of
 // the embedding (plus all of it when it doubles as the output matrix), and
 // nothing of the multi-token-prediction blocks, which ordinary decoding skips.
@@ -24,7 +24,6 @@ func FootprintOf(f *gguf.File, c *Config) Footprint {
 	for i := range f.Tensors {
 		t := &f.Tensors[i]
 		n := t.Elements()
-		fp.Params += n
 		if l, ok := layerOf(t.Name); ok && l >= c.DecoderLayers() {
 			continue
 		}
