@@ -40,16 +40,8 @@ func newBenchCmd() *cobra.Command {
 				return fmt.Errorf("-p %d, -n %d: at most %d tokens each", o.Prefill, o.Decode, maxBenchTokens)
 			}
 			opts.Context = o.Need()
-			path, err := resolveModel(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			lm, err := model.Load(path, opts)
-			var trained *deepseek2.ErrContextTrained
-			if errors.As(err, &trained) {
-				return fmt.Errorf("%s: --depth %d + -p %d + -n %d = %d tokens, more than the model's trained context of %d",
-					args[0], opts.Context-o.Prefill-o.Decode, o.Prefill, o.Decode, opts.Context, trained.Trained)
-			}
+			lm, path, err := loadWithin(cmd, args[0], opts, fmt.Sprintf("--depth %d + -p %d + -n %d = %d tokens",
+				opts.Context-o.Prefill-o.Decode, o.Prefill, o.Decode, opts.Context))
 			if err != nil {
 				return err
 			}
@@ -75,6 +67,22 @@ func newBenchCmd() *cobra.Command {
 	f.BoolVar(&asJSON, "json", false, "print a JSON array, one object per depth")
 	addBackendFlags(cmd, &opts)
 	return cmd
+}
+
+// loadWithin resolves and loads ref with a cache of opts.Context positions,
+// which the flags described by asked call for; past the model's trained
+// context, the error names those flags instead of the context.
+func loadWithin(cmd *cobra.Command, ref string, opts model.Options, asked string) (*model.Loaded, string, error) {
+	path, err := resolveModel(cmd, ref)
+	if err != nil {
+		return nil, "", err
+	}
+	lm, err := model.Load(path, opts)
+	var trained *deepseek2.ErrContextTrained
+	if errors.As(err, &trained) {
+		return nil, "", fmt.Errorf("%s: %s, more than the model's trained context of %d", ref, asked, trained.Trained)
+	}
+	return lm, path, err
 }
 
 // maxBenchTokens bounds -p, -n and each depth, so that their sum cannot

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/latent-ai/latent/backend/cuda"
 	"github.com/latent-ai/latent/model"
-	"github.com/latent-ai/latent/model/deepseek2"
 )
 
 func newProfileCmd() *cobra.Command {
@@ -38,16 +36,8 @@ func newProfileCmd() *cobra.Command {
 				return fmt.Errorf("profile times CUDA kernels and needs an NVIDIA GPU (latent bench --backend cpu measures the CPU): %s", msg)
 			}
 			opts.Backend = "cuda"
-			opts.Context = depth + 2
-			path, err := resolveModel(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			lm, err := model.Load(path, opts)
-			var trained *deepseek2.ErrContextTrained
-			if errors.As(err, &trained) {
-				return fmt.Errorf("%s: --depth %d is more than the model's trained context of %d allows", args[0], depth, trained.Trained)
-			}
+			opts.Context = depth + 2 // the depth, a step to warm up and the profiled one
+			lm, _, err := loadWithin(cmd, args[0], opts, fmt.Sprintf("--depth %d needs a context of %d tokens", depth, opts.Context))
 			if err != nil {
 				return err
 			}
