@@ -27,9 +27,9 @@ func addSIMDKernels(ks map[quant.Type]kernel, force string) string {
 		return "generic"
 	}
 	name := "avx2"
-	q4 := kernel{one: dotQ4_0Go, rows4: dotQ4_0Rows4, tile: dotQ4_0Tile, pack8: packQ4_0x8, rows8: dotQ4_0Packed8, tile8: dotQ4_0PackedTile8}
+	q4 := kernel{one: dotQ4_0Go, rows4: dotQ4_0Rows4, tile: dotQ4_0Tile, pack8: packQ4_0x8, rows8: packed8(dotQ4_0p8x1AVX2), tile8: packedTile8(dotQ4_0p8x4AVX2)}
 	if hasVNNI && force != "avx2" {
-		name, q4.rows8, q4.tile8 = "avx512vnni", dotQ4_0Packed8VNNI, dotQ4_0PackedTile8VNNI
+		name, q4.rows8, q4.tile8 = "avx512vnni", packed8(dotQ4_0p8x1VNNI), packedTile8(dotQ4_0p8x4VNNI)
 	}
 	ks[quant.Q4_0] = q4
 	ks[quant.Q8_0] = kernel{one: dotQ8_0AVX2, four: dotQ8_0x4}
@@ -133,28 +133,29 @@ func packQ4_0x8(dst, src []byte, rowBytes int) {
 	}
 }
 
-func dotQ4_0Packed8(w []byte, rowBytes int, a arow, out *[16]float32) {
-	_ = w[8*18*len(a.d)-1]
-	dotQ4_0p8x1AVX2(&w[0], &a.qs[0], &a.d[0], &a.b8[0], len(a.d), &out[0])
+// packedAsm is the signature of the packed eight-row Q4_0 assembly for one
+// token; packedTileAsm for four tokens, k bytes apart.
+type (
+	packedAsm     func(w *byte, qs *int8, d *float32, b8 *int32, nb int, out *float32)
+	packedTileAsm func(w *byte, qs *int8, d *float32, b8 *int32, nb, k int, out *float32)
+)
+
+// packed8 wraps a packed eight-row assembly kernel (AVX2 or VNNI) as rows8.
+func packed8(f packedAsm) rowsKernel {
+	return func(w []byte, rowBytes int, a arow, out *[16]float32) {
+		_ = w[8*18*len(a.d)-1]
+		f(&w[0], &a.qs[0], &a.d[0], &a.b8[0], len(a.d), &out[0])
+	}
 }
 
-func dotQ4_0PackedTile8(w []byte, rowBytes int, a *acts, t, step int, out *[32]float32) {
-	r := &a.rs[t]
-	_ = a.rs[t+3*step]
-	_ = w[8*18*len(r.d)-1]
-	dotQ4_0p8x4AVX2(&w[0], &r.qs[0], &r.d[0], &r.b8[0], len(r.d), step*a.k, &out[0])
-}
-
-func dotQ4_0Packed8VNNI(w []byte, rowBytes int, a arow, out *[16]float32) {
-	_ = w[8*18*len(a.d)-1]
-	dotQ4_0p8x1VNNI(&w[0], &a.qs[0], &a.d[0], &a.b8[0], len(a.d), &out[0])
-}
-
-func dotQ4_0PackedTile8VNNI(w []byte, rowBytes int, a *acts, t, step int, out *[32]float32) {
-	r := &a.rs[t]
-	_ = a.rs[t+3*step]
-	_ = w[8*18*len(r.d)-1]
-	dotQ4_0p8x4VNNI(&w[0], &r.qs[0], &r.d[0], &r.b8[0], len(r.d), step*a.k, &out[0])
+// packedTile8 wraps a packed eight-row, four-token assembly kernel as tile8.
+func packedTile8(f packedTileAsm) tile8Kernel {
+	return func(w []byte, rowBytes int, a *acts, t, step int, out *[32]float32) {
+		r := &a.rs[t]
+		_ = a.rs[t+3*step]
+		_ = w[8*18*len(r.d)-1]
+		f(&w[0], &r.qs[0], &r.d[0], &r.b8[0], len(r.d), step*a.k, &out[0])
+	}
 }
 
 // simdVecOps returns the AVX2 forms of dotF32VecGo and fmaAxpyGo, or nils.
