@@ -109,6 +109,19 @@ func fourRows(b, ws, ws3 Register) [4]Mem {
 	return [4]Mem{{Base: b}, {Base: b, Index: ws, Scale: 1}, {Base: b, Index: ws, Scale: 2}, {Base: b, Index: ws3, Scale: 1}}
 }
 
+// fourRowsAndNext loads parameters w and wstride and returns the four rows
+// from w, wstride bytes apart, and the four after them, which the kernels
+// prefetch (the rows stream from memory one group of four after the
+// other), with their bases.
+func fourRowsAndNext() (rows, next [4]Mem, b0, nx Register) {
+	b0 = Load(Param("w"), GP64())
+	ws := Load(Param("wstride"), GP64())
+	ws3 := x3(ws)
+	nx = GP64()
+	LEAQ(Mem{Base: b0, Index: ws, Scale: 4}, nx)
+	return fourRows(b0, ws, ws3), fourRows(nx, ws, ws3), b0, nx
+}
+
 // step is a pointer register and the bytes it advances per block.
 type step struct {
 	r Register
@@ -931,15 +944,7 @@ func dotQ4KRows4AVX2(c kConsts) {
 	TEXT(name, NOSPLIT, "func(w *byte, wstride int, qs *int8, d *float32, bsums *int16, nb int, out *float32)")
 	Doc(name + " writes out[r], the dot products of Q4_K rows r = 0..3 (wstride bytes apart, nb super-blocks) with one token's Q8_K activations, in the float order of dotQ4KGo.")
 	Pragma("noescape")
-	b0 := Load(Param("w"), GP64())
-	ws := Load(Param("wstride"), GP64())
-	ws3 := x3(ws)
-	rows := fourRows(b0, ws, ws3)
-	// The same super-block of the next four rows, prefetched: the rows
-	// stream from memory one group of four after the other.
-	nx := GP64()
-	LEAQ(Mem{Base: b0, Index: ws, Scale: 4}, nx)
-	next := fourRows(nx, ws, ws3)
+	rows, next, b0, nx := fourRowsAndNext()
 	tk := loadKToks(1)
 	nb := Load(Param("nb"), GP64())
 	acc := XMM()
@@ -1168,13 +1173,7 @@ func dotQ6KRows4AVX2(c kConsts) {
 	TEXT(name, NOSPLIT, "func(w *byte, wstride int, qs *int8, d *float32, bsums *int16, nb int, out *float32)")
 	Doc(name + " writes out[r], the dot products of Q6_K rows r = 0..3 (wstride bytes apart, nb super-blocks) with one token's Q8_K activations, in the float order of dotQ6KGo.")
 	Pragma("noescape")
-	b0 := Load(Param("w"), GP64())
-	ws := Load(Param("wstride"), GP64())
-	ws3 := x3(ws)
-	rows := fourRows(b0, ws, ws3)
-	nx := GP64()
-	LEAQ(Mem{Base: b0, Index: ws, Scale: 4}, nx)
-	next := fourRows(nx, ws, ws3)
+	rows, next, b0, nx := fourRowsAndNext()
 	tk := loadKToks(1)
 	nb := Load(Param("nb"), GP64())
 	acc := zeroed(4, YMM)
