@@ -88,7 +88,7 @@ func (s *ReasoningSplitter) Add(text string) (reasoningText, answer string) {
 			}
 			// Hold back a tail that could begin </think>, and trailing whitespace, which is dropped if
 			// the tag follows it.
-			keep := partialSuffix(s.pending, ThinkClose)
+			keep := PartialSuffix(s.pending, ThinkClose)
 			body := s.pending[:len(s.pending)-keep]
 			ws := len(body) - len(strings.TrimRightFunc(body, unicode.IsSpace))
 			r.WriteString(body[:len(body)-ws])
@@ -130,8 +130,9 @@ func SplitReasoning(prompt, output string) (reasoningText, answer string) {
 	return r + fr, a + fa
 }
 
-// partialSuffix is the length of the longest tail of s that tag begins with (shorter than tag).
-func partialSuffix(s, tag string) int {
+// PartialSuffix is the length of the longest tail of s that tag begins with (shorter than tag):
+// streamed text to hold back until the next piece says whether tag follows.
+func PartialSuffix(s, tag string) int {
 	for k := min(len(tag)-1, len(s)); k > 0; k-- {
 		if strings.HasSuffix(s, tag[:k]) {
 			return k

@@ -118,3 +118,24 @@ func FuzzReasoningSplitter(f *testing.F) {
 		}
 	})
 }
+
+// PartialSuffix holds back the longest tail that could begin the tag, never the whole tag.
+func TestPartialSuffix(t *testing.T) {
+	for _, tc := range []struct {
+		s, tag string
+		want   int
+	}{
+		{"abc</thi", ThinkClose, 5},
+		{"abc<", ThinkClose, 1},
+		{"abc", ThinkClose, 0},
+		{"</think>", ThinkClose, 0},
+		{"", ThinkClose, 0},
+		{"xx", "", 0},
+		{"aab", "aaba", 3},
+		{"ab", "aaba", 0},
+	} {
+		if got := PartialSuffix(tc.s, tc.tag); got != tc.want {
+			t.Errorf("PartialSuffix(%q, %q) = %d, want %d", tc.s, tc.tag, got, tc.want)
+		}
+	}
+}

@@ -235,12 +235,7 @@ func (m *stopMatcher) add(text string) (string, bool) {
 	}
 	keep := 0
 	for _, s := range m.stops {
-		for k := min(len(s)-1, len(m.pending)); k > keep; k-- {
-			if strings.HasSuffix(m.pending, s[:k]) {
-				keep = k
-				break
-			}
-		}
+		keep = max(keep, chat.PartialSuffix(m.pending, s))
 	}
 	out := m.pending[:len(m.pending)-keep]
 	m.pending = m.pending[len(m.pending)-keep:]
