@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/latent-ai/latent/internal/golden"
 )
 
 const goldenTemplates = "../../shared/golden/templates"
@@ -15,31 +17,30 @@ const goldenTemplates = "../../shared/golden/templates"
 // goldenDate is the instant the golden renderings' strftime_now returned (golden README).
 var goldenDate = time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
 
+// goldenCase is a golden rendering with its input decoded for Render (Now unset).
 type goldenCase struct {
-	Template string `json:"template"`
-	Case     string `json:"case"`
-	Input    struct {
-		Messages            []Message         `json:"messages"`
-		Tools               []json.RawMessage `json:"tools"`
-		AddGenerationPrompt bool              `json:"add_generation_prompt"`
-	} `json:"input"`
-	BOSToken string `json:"bos_token"`
-	EOSToken string `json:"eos_token"`
-	Output   string `json:"output"`
+	golden.TemplateCase
+	in Input
 }
 
 func readGolden(t testing.TB) []goldenCase {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(goldenTemplates, "expected.json"))
+	raw, err := golden.ReadTemplateCases(filepath.Join(goldenTemplates, "expected.json"))
 	if err != nil {
 		t.Fatalf("golden templates (../shared must sit beside the repository): %v", err)
 	}
-	var cases []goldenCase
-	if err := json.Unmarshal(raw, &cases); err != nil {
-		t.Fatal(err)
-	}
-	if len(cases) == 0 {
-		t.Fatal("no golden template cases")
+	cases := make([]goldenCase, len(raw))
+	for i, c := range raw {
+		in := Input{AddGenerationPrompt: c.Input.AddGenerationPrompt, BOSToken: c.BOSToken, EOSToken: c.EOSToken}
+		if err := json.Unmarshal(c.Input.Messages, &in.Messages); err != nil {
+			t.Fatalf("%s/%s: messages: %v", c.Template, c.Case, err)
+		}
+		if c.Input.Tools != nil {
+			if err := json.Unmarshal(c.Input.Tools, &in.Tools); err != nil {
+				t.Fatalf("%s/%s: tools: %v", c.Template, c.Case, err)
+			}
+		}
+		cases[i] = goldenCase{TemplateCase: c, in: in}
 	}
 	return cases
 }
@@ -67,21 +68,16 @@ func TestGoldenRenderings(t *testing.T) {
 				}
 				templates[c.Template] = tpl
 			}
-			got, err := tpl.Render(Input{
-				Messages:            c.Input.Messages,
-				Tools:               c.Input.Tools,
-				AddGenerationPrompt: c.Input.AddGenerationPrompt,
-				BOSToken:            c.BOSToken,
-				EOSToken:            c.EOSToken,
-				Now:                 goldenDate,
-			})
+			in := c.in
+			in.Now = goldenDate
+			got, err := tpl.Render(in)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got != c.Output {
 				t.Errorf("rendering differs from jinja2's\n got %q\nwant %q", got, c.Output)
 			}
-			if c.Input.Tools != nil {
+			if c.in.Tools != nil {
 				seen["tools"] = true
 			}
 		})
@@ -106,8 +102,7 @@ func TestConcurrentRender(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := tpl.Render(Input{Messages: c.Input.Messages, Tools: c.Input.Tools,
-				AddGenerationPrompt: c.Input.AddGenerationPrompt, BOSToken: c.BOSToken, EOSToken: c.EOSToken})
+			got, err := tpl.Render(c.in)
 			if err != nil || got != c.Output {
 				t.Errorf("%s: concurrent render %q, %v", c.Case, got, err)
 			}

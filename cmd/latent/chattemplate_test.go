@@ -1,38 +1,20 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/internal/golden"
 )
 
 // TestChatTemplateGolden renders every golden case through the CLI from the .jinja files.
 func TestChatTemplateGolden(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(goldenDir, "templates", "expected.json"))
+	cases, err := golden.ReadTemplateCases(filepath.Join(goldenDir, "templates", "expected.json"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	var cases []struct {
-		Template string `json:"template"`
-		Case     string `json:"case"`
-		Input    struct {
-			Messages            json.RawMessage `json:"messages"`
-			Tools               json.RawMessage `json:"tools"`
-			AddGenerationPrompt bool            `json:"add_generation_prompt"`
-		} `json:"input"`
-		BOS    string `json:"bos_token"`
-		EOS    string `json:"eos_token"`
-		Output string `json:"output"`
-	}
-	if err := json.Unmarshal(raw, &cases); err != nil {
-		t.Fatal(err)
-	}
-	if len(cases) == 0 {
-		t.Fatal("no golden template cases")
 	}
 	dir := t.TempDir()
 	for i, c := range cases {
@@ -40,7 +22,7 @@ func TestChatTemplateGolden(t *testing.T) {
 			msgs := filepath.Join(dir, strings.Repeat("m", i+1)+".json")
 			os.WriteFile(msgs, c.Input.Messages, 0o644)
 			args := []string{"chat-template", filepath.Join(goldenDir, "templates", c.Template+".jinja"),
-				"--messages", msgs, "--bos-token", c.BOS, "--eos-token", c.EOS}
+				"--messages", msgs, "--bos-token", c.BOSToken, "--eos-token", c.EOSToken}
 			if c.Input.Tools != nil {
 				tools := filepath.Join(dir, strings.Repeat("t", i+1)+".json")
 				os.WriteFile(tools, c.Input.Tools, 0o644)

@@ -42,3 +42,36 @@ func ReadTokenizations(path string) ([]Tokenization, error) {
 	}
 	return cases, nil
 }
+
+// TemplateCase is one entry of templates/expected.json: a chat template's
+// input and the text Python's jinja2 renders from it. Messages and Tools are
+// the JSON as written (Tools nil when the case has none), for each test to
+// decode as it needs.
+type TemplateCase struct {
+	Template string `json:"template"` // the .jinja file's name, without the extension
+	Case     string `json:"case"`
+	Input    struct {
+		Messages            json.RawMessage `json:"messages"`
+		Tools               json.RawMessage `json:"tools"`
+		AddGenerationPrompt bool            `json:"add_generation_prompt"`
+	} `json:"input"`
+	BOSToken string `json:"bos_token"`
+	EOSToken string `json:"eos_token"`
+	Output   string `json:"output"`
+}
+
+// ReadTemplateCases reads templates/expected.json.
+func ReadTemplateCases(path string) ([]TemplateCase, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var cases []TemplateCase
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(cases) == 0 {
+		return nil, fmt.Errorf("%s: no template cases", path)
+	}
+	return cases, nil
+}
