@@ -7,6 +7,7 @@ import (
 	"github.com/latent-ai/latent/backend/cpu"
 	"github.com/latent-ai/latent/backend/cuda"
 	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/internal/sysmem"
 	"github.com/latent-ai/latent/model/deepseek2"
 )
 
@@ -107,7 +108,7 @@ func checkMemory(c *deepseek2.Config, be backend.Backend, ctx int) error {
 	if t, ok := be.(interface{ Threads() int }); ok {
 		threads = t.Threads()
 	}
-	return cacheFits(c.DecoderLayers(), ctx, c.CacheRow(), threads, physicalMemory())
+	return cacheFits(c.DecoderLayers(), ctx, c.CacheRow(), threads, sysmem.Physical())
 }
 
 // cacheFits checks that the CPU backend's float32 latent cache (layers × ctx

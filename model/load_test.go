@@ -3,7 +3,6 @@ package model
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -84,8 +83,5 @@ func TestCacheFits(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%+v: error %v, want %q", tc, err, tc.want)
 		}
-	}
-	if m := physicalMemory(); (runtime.GOOS == "linux" || runtime.GOOS == "darwin") && m < 1<<28 {
-		t.Errorf("physicalMemory() = %d bytes: not this machine's", m)
 	}
 }

@@ -1,9 +1,9 @@
-package model
+package sysmem
 
 import "golang.org/x/sys/unix"
 
-// physicalMemory is the machine's RAM in bytes (0: unknown).
-func physicalMemory() uint64 {
+// Physical is the machine's RAM in bytes (0: unknown).
+func Physical() uint64 {
 	var si unix.Sysinfo_t
 	if unix.Sysinfo(&si) != nil {
 		return 0
