@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/latent-ai/latent/backend"
+	"github.com/latent-ai/latent/internal/sysmem"
 	"github.com/latent-ai/latent/quant"
 )
 
@@ -26,6 +27,12 @@ type CPU struct {
 	viewsUsed   int
 
 	launches uint64 // operations run, for backend.Counter
+
+	// Repacked weights are copies (the file's stay mapped, for the rows a
+	// repacked kernel does not read), so they are made only while they
+	// total at most packBudget bytes (0: no limit): a model bigger than
+	// half the machine's memory still loads, the rest of it unpacked.
+	packed, packBudget int64
 
 	// Reused by the operations, so that a pass allocates nothing.
 	ropeCS []float32 // cos, sin of each rotary pair
@@ -47,7 +54,7 @@ func New(threads int) *CPU {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	return &CPU{pool: newPool(threads)}
+	return &CPU{pool: newPool(threads), packBudget: int64(sysmem.Physical() / 2)}
 }
 
 // Name identifies the backend.
@@ -183,7 +190,9 @@ func (c *CPU) Weight(name string, typ quant.Type, dims []uint64, data []byte) (b
 	if len(data) != n/typ.BlockSize()*typ.TypeSize() {
 		return nil, fmt.Errorf("%s: %d bytes of data for %d %s weights", name, len(data), n, typ)
 	}
-	if k := kernels[typ]; k.pack8 != nil && len(dims) > 1 && w.rows()%8 == 0 {
+	if k := kernels[typ]; k.pack8 != nil && len(dims) > 1 && w.rows()%8 == 0 &&
+		(c.packBudget == 0 || c.packed+int64(len(data)) <= c.packBudget) {
+		c.packed += int64(len(data))
 		w.packed = make([]byte, len(data))
 		g := 8 * w.rowBytes
 		c.pool.run(len(data)/g, 1, &packJob{dst: w.packed, src: data, group: g, pack: k.pack8})

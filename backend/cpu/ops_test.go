@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -390,6 +391,33 @@ func TestMoEMergedGateUp(t *testing.T) {
 	for i := range a {
 		if a[i] != b[i] {
 			t.Fatalf("value %d: merged gate_up %g, separate %g", i, b[i], a[i])
+		}
+	}
+}
+
+// Past the repacking budget, Q4_0 weights stay unpacked and the matmul,
+// through the four-row kernels, gives the same bits as the packed path.
+func TestRepackBudget(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	const in, out, T = 256, 64, 6
+	c := New(2)
+	defer c.Close()
+	vals := randn(r, in*out, 0.05)
+	rowBytes, _ := quant.Q4_0.RowBytes(in)
+	c.packBudget = int64(out) * rowBytes // room for one copy
+	first, _ := newWeight(t, c, quant.Q4_0, vals, in, out)
+	second, _ := newWeight(t, c, quant.Q4_0, vals, in, out)
+	if kernels[quant.Q4_0].pack8 != nil && (wt(first).packed == nil || wt(second).packed != nil) {
+		t.Fatalf("packed: first %v, second %v; want only the first (budget %d bytes)", wt(first).packed != nil, wt(second).packed != nil, c.packBudget)
+	}
+	x := fill(c, T, in, randn(r, T*in, 1))
+	for _, rows := range []int{1, T} {
+		src := c.RowsOf(x, 0, rows)
+		a, b := c.Tensor(rows, out), c.Tensor(rows, out)
+		c.MatMul(a, first, src)
+		c.MatMul(b, second, src)
+		if ga, gb := read(c, a), read(c, b); !slices.Equal(ga, gb) {
+			t.Errorf("%d tokens: packed and unpacked matmuls differ", rows)
 		}
 	}
 }
