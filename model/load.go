@@ -55,7 +55,7 @@ func NewBackend(name string, threads int) (backend.Backend, error) {
 	case "cuda":
 		be, err := cuda.New(0)
 		if err != nil {
-			return nil, fmt.Errorf("cuda backend: %w", err)
+			return nil, fmt.Errorf("cuda backend: %w; or use --backend cpu", err)
 		}
 		return be, nil
 	case "", "auto":

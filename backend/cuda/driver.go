@@ -50,7 +50,7 @@ func loadDriver() (*driver, error) {
 
 func openDriver() (*driver, error) {
 	if !dlSupported {
-		return nil, fmt.Errorf("%w: the CUDA backend runs on Linux only (use --backend cpu)", ErrNoDevice)
+		return nil, fmt.Errorf("%w: the CUDA backend runs on Linux only", ErrNoDevice)
 	}
 	var lib uintptr
 	var first error
@@ -65,7 +65,7 @@ func openDriver() (*driver, error) {
 		}
 	}
 	if lib == 0 {
-		return nil, fmt.Errorf("%w: cannot load libcuda.so.1 (%v): install the NVIDIA driver (e.g. apt install nvidia-driver-580 or the CUDA toolkit's driver), or use --backend cpu", ErrNoDevice, first)
+		return nil, fmt.Errorf("%w: cannot load libcuda.so.1 (%v): install the NVIDIA driver (e.g. apt install nvidia-driver-580 or the CUDA toolkit's driver)", ErrNoDevice, first)
 	}
 	d := &driver{lib: lib}
 	syms := []symbol{

@@ -65,7 +65,7 @@ func openNVRTC() (*nvrtc, error) {
 		}
 	}
 	if lib == 0 {
-		return nil, fmt.Errorf("%w: cannot load NVRTC (libnvrtc.so.13 or .12): install the CUDA toolkit's runtime compiler (apt install cuda-nvrtc-13-0, or pip install nvidia-cuda-nvrtc), set LATENT_NVRTC to the library's path, or use --backend cpu", ErrNoDevice)
+		return nil, fmt.Errorf("%w: cannot load NVRTC (libnvrtc.so.13 or .12): install the CUDA toolkit's runtime compiler (apt install cuda-nvrtc-13-0, or pip install nvidia-cuda-nvrtc), or set LATENT_NVRTC to the library's path", ErrNoDevice)
 	}
 	n := &nvrtc{}
 	if missing := bind(lib, []symbol{

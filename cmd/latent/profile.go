@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -31,9 +30,7 @@ func newProfileCmd() *cobra.Command {
 				return fmt.Errorf("--depth %d: more than %d tokens", depth, maxBenchTokens)
 			}
 			if err := cuda.Available(); err != nil {
-				// The driver's advice ends in "use --backend cpu", which profile has not.
-				msg := strings.TrimSuffix(strings.TrimSuffix(err.Error(), ", or use --backend cpu"), " (use --backend cpu)")
-				return fmt.Errorf("profile times CUDA kernels and needs an NVIDIA GPU (latent bench --backend cpu measures the CPU): %s", msg)
+				return fmt.Errorf("profile times CUDA kernels and needs an NVIDIA GPU (latent bench --backend cpu measures the CPU): %w", err)
 			}
 			opts.Backend = "cuda"
 			opts.Context = depth + 2 // the depth, a step to warm up and the profiled one
