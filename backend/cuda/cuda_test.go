@@ -2,7 +2,6 @@ package cuda_test
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"github.com/latent-ai/latent/backend/cuda"
 	"github.com/latent-ai/latent/engine"
 	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/internal/golden"
 	"github.com/latent-ai/latent/model"
 	"github.com/latent-ai/latent/quant"
 )
@@ -117,12 +117,8 @@ func TestGoldenLogitsGPU(t *testing.T) {
 			if !ok {
 				t.Fatalf("no tolerance for %s", name)
 			}
-			raw, err := os.ReadFile(path)
+			want, err := golden.ReadTrace(path)
 			if err != nil {
-				t.Fatal(err)
-			}
-			var want engine.Trace
-			if err := json.Unmarshal(raw, &want); err != nil {
 				t.Fatal(err)
 			}
 			got := trace(t, gguf, &want, true, true)

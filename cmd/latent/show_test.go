@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/latent-ai/latent/engine"
+	"github.com/latent-ai/latent/internal/golden"
 	"github.com/latent-ai/latent/model"
 )
 
@@ -17,13 +18,9 @@ const goldenDir = "../../../shared/golden"
 // readTrace reads a golden logits file.
 func readTrace(t *testing.T, name string) engine.Trace {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(goldenDir, "logits", name+".json"))
+	tr, err := golden.ReadTrace(filepath.Join(goldenDir, "logits", name+".json"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	var tr engine.Trace
-	if err := json.Unmarshal(raw, &tr); err != nil {
-		t.Fatalf("%s: %v", name, err)
 	}
 	return tr
 }

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+
+	"github.com/latent-ai/latent/engine"
 )
 
 // Tokenization is one line of a tokenizer/*.jsonl file: a text and the ids
@@ -74,4 +76,18 @@ func ReadTemplateCases(path string) ([]TemplateCase, error) {
 		return nil, fmt.Errorf("%s: no template cases", path)
 	}
 	return cases, nil
+}
+
+// ReadTrace reads a logits/*.json file: llama.cpp's logits for a prompt and
+// for greedy decode steps, in the form `latent logits` prints.
+func ReadTrace(path string) (engine.Trace, error) {
+	var tr engine.Trace
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return tr, err
+	}
+	if err := json.Unmarshal(raw, &tr); err != nil {
+		return tr, fmt.Errorf("%s: %w", path, err)
+	}
+	return tr, nil
 }
