@@ -101,24 +101,41 @@ func (m *Model) StartArgmax(tokens []int32) (backend.Pending, error) {
 // StartArgmax's answer) and returns the logits tensor [T or 1, vocab],
 // valid until the next pass.
 func (m *Model) pass(tokens []int32, all bool) (backend.Tensor, error) {
-	c, be := m.Config, m.be
+	T, err := m.begin(tokens)
+	if err != nil {
+		return nil, err
+	}
+	a := m.newActs(T)
+	m.be.Embed(a.x, m.embd) // x = token_embd[tokens] [T, dim]
+	for l := range m.layers {
+		m.attention(l, a)
+		m.feedForward(l, a)
+	}
+	m.pos += T
+	return m.logits(a, T, all), nil
+}
+
+// begin checks the pass's tokens against the vocabulary and the cache and
+// starts the backend's pass at the next positions; it returns the number of
+// tokens T (1 when tokens is nil: the last StartArgmax's answer).
+func (m *Model) begin(tokens []int32) (int, error) {
 	fed := tokens == nil
 	T := len(tokens)
 	if fed {
 		if !m.chained {
-			return nil, fmt.Errorf("forward: no token given and no StartArgmax answer to take")
+			return 0, fmt.Errorf("forward: no token given and no StartArgmax answer to take")
 		}
 		T = 1
 	}
 	if T == 0 {
-		return nil, fmt.Errorf("forward: no tokens")
+		return 0, fmt.Errorf("forward: no tokens")
 	}
 	if m.pos+T > m.ctx {
-		return nil, &ErrContextFull{Have: m.pos, Need: m.pos + T, Context: m.ctx}
+		return 0, &ErrContextFull{Have: m.pos, Need: m.pos + T, Context: m.ctx}
 	}
 	for _, t := range tokens {
-		if t < 0 || int(t) >= c.Vocab {
-			return nil, fmt.Errorf("token %d is outside the vocabulary of %d", t, c.Vocab)
+		if t < 0 || int(t) >= m.Config.Vocab {
+			return 0, fmt.Errorf("token %d is outside the vocabulary of %d", t, m.Config.Vocab)
 		}
 	}
 	if cap(m.posBuf) < T {
@@ -128,29 +145,27 @@ func (m *Model) pass(tokens []int32, all bool) (backend.Tensor, error) {
 	for i := range pos {
 		pos[i] = int32(m.pos + i)
 	}
-
 	if fed {
-		be.BeginNext(pos[0])
+		m.be.BeginNext(pos[0])
 	} else {
-		be.Begin(tokens, pos)
+		m.be.Begin(tokens, pos)
 	}
 	m.chained = false
-	a := m.newActs(T)
-	be.Embed(a.x, m.embd)
-	for l := range m.layers {
-		m.attention(l, a)
-		m.feedForward(l, a)
-	}
-	m.pos += T
+	return T, nil
+}
 
+// logits is output · rms(x, output_norm) [T or 1, vocab] (notes §3 step 11):
+// every token's row when all is set, else the last one's.
+func (m *Model) logits(a *acts, T int, all bool) backend.Tensor {
+	be := m.be
 	x, h := a.x, a.h
 	if !all {
 		x, h = be.RowsOf(x, T-1, 1), be.RowsOf(h, T-1, 1)
 	}
-	be.RMSNorm(h, x, m.outNorm, float32(c.RMSEps))
-	logits := be.Tensor(x.Rows(), c.Vocab) // [T or 1, vocab]
+	be.RMSNorm(h, x, m.outNorm, float32(m.Config.RMSEps))
+	logits := be.Tensor(x.Rows(), m.Config.Vocab)
 	be.MatMul(logits, m.output, h)
-	return logits, nil
+	return logits
 }
 
 // attention adds layer l's multi-head latent attention to x (notes §3, 1–8).
