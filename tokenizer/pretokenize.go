@@ -24,7 +24,6 @@ import (
 
 // preTokenizer is a named list of split steps.
 type preTokenizer struct {
-	name        string
 	steps       []splitter
 	ignoreMerge bool // a word that is itself a token is taken whole (llama.cpp's ignore_merges)
 	addBOS      bool // llama.cpp's default for add_bos_token
@@ -138,14 +137,14 @@ const (
 // the aliases llama.cpp accepts. Built once; the steps are safe for
 // concurrent use.
 var preTokenizers = func() map[string]*preTokenizer {
-	gpt2 := &preTokenizer{name: "gpt2", steps: []splitter{gpt2Splitter{}}}
-	llama3 := &preTokenizer{name: "llama3", steps: []splitter{llama3Splitter{}}, ignoreMerge: true, addBOS: true}
-	llama3Plain := &preTokenizer{name: "llama3", steps: []splitter{llama3Splitter{}}}
-	glm4 := &preTokenizer{name: "glm4", steps: []splitter{llama3Splitter{}}, noBOS: true}
-	qwen2 := &preTokenizer{name: "qwen2", steps: []splitter{mustRegex(regexQwen2)}}
+	gpt2 := &preTokenizer{steps: []splitter{gpt2Splitter{}}}
+	llama3 := &preTokenizer{steps: []splitter{llama3Splitter{}}, ignoreMerge: true, addBOS: true}
+	llama3Plain := &preTokenizer{steps: []splitter{llama3Splitter{}}}
+	glm4 := &preTokenizer{steps: []splitter{llama3Splitter{}}, noBOS: true}
+	qwen2 := &preTokenizer{steps: []splitter{mustRegex(regexQwen2)}}
 	// DeepSeek LLM's regexes are simple enough to run by hand (the test
 	// checks them against the regexes).
-	deepseek := &preTokenizer{name: "deepseek-llm", steps: []splitter{
+	deepseek := &preTokenizer{steps: []splitter{
 		classRun(regexDeepSeekNewline),
 		classRun(regexDeepSeekLetters),
 		classRun(regexDeepSeekPunct),
@@ -153,16 +152,16 @@ var preTokenizers = func() map[string]*preTokenizer {
 		classRun(regexDeepSeekCJK),
 		numberRun{},
 	}}
-	deepseek3 := &preTokenizer{name: "deepseek-v3", steps: []splitter{
+	deepseek3 := &preTokenizer{steps: []splitter{
 		mustRegex(`\p{N}{1,3}`),
 		mustRegex(regexDeepSeek3Kana),
 		mustRegex(regexDeepSeek3Words),
 	}}
-	youtu := &preTokenizer{name: "youtu", steps: []splitter{
+	youtu := &preTokenizer{steps: []splitter{
 		mustRegex(regexYoutuCJK),
 		mustRegex(regexYoutuWords),
 	}, ignoreMerge: true}
-	def := &preTokenizer{name: "default", steps: []splitter{
+	def := &preTokenizer{steps: []splitter{
 		mustRegex(regexDefaultPunct),
 		gpt2Splitter{},
 		mustRegex(`\p{N}+`),

@@ -39,8 +39,8 @@ const (
 // Tokenizer encodes and decodes text for one vocabulary. It is safe for
 // concurrent use.
 type Tokenizer struct {
-	model, preName string
-	pre            *preTokenizer
+	preName string
+	pre     *preTokenizer
 
 	tokens []string         // id -> vocabulary text
 	attrs  []attr           // id -> attributes
@@ -84,9 +84,6 @@ func fromGGUF(f *gguf.File) (*Tokenizer, error) {
 			return nil, fmt.Errorf("tokenizer.ggml.pre is %s, not a string", v.Type())
 		}
 	}
-	if _, ok := preTokenizers[preName]; !ok {
-		return nil, fmt.Errorf("unsupported pre-tokenizer %q", preName)
-	}
 
 	v, ok = f.Get("tokenizer.ggml.tokens")
 	if !ok {
@@ -99,19 +96,11 @@ func fromGGUF(f *gguf.File) (*Tokenizer, error) {
 	if len(tokens) == 0 || len(tokens) > math.MaxInt32 {
 		return nil, fmt.Errorf("tokenizer.ggml.tokens has %d entries", len(tokens))
 	}
-	types := make([]int64, len(tokens))
-	for i := range types {
-		types[i] = TypeNormal
-	}
+	var types []int64 // absent: all normal
 	if v, ok := f.Get("tokenizer.ggml.token_type"); ok {
-		tt, ok := v.IntArray()
-		if !ok {
+		if types, ok = v.IntArray(); !ok {
 			return nil, fmt.Errorf("tokenizer.ggml.token_type is %s, not an array of integers", v.Type())
 		}
-		if len(tt) < len(tokens) {
-			return nil, fmt.Errorf("tokenizer.ggml.token_type has %d entries for %d tokens", len(tt), len(tokens))
-		}
-		copy(types, tt)
 	}
 	v, ok = f.Get("tokenizer.ggml.merges")
 	if !ok {
@@ -164,8 +153,11 @@ func New(c Config) (*Tokenizer, error) {
 	if n == 0 {
 		return nil, fmt.Errorf("the vocabulary is empty")
 	}
+	if c.Types != nil && len(c.Types) < n {
+		return nil, fmt.Errorf("tokenizer.ggml.token_type has %d entries for %d tokens", len(c.Types), n)
+	}
 	t := &Tokenizer{
-		model: "gpt2", preName: c.Pre, pre: pre,
+		preName: c.Pre, pre: pre,
 		tokens: make([]string, n), attrs: make([]attr, n), pieces: make([]string, n),
 		byText: make(map[string]int32, n),
 		merges: make(map[uint64]merge, len(c.Merges)),
@@ -234,21 +226,20 @@ func New(c Config) (*Tokenizer, error) {
 		}
 	}
 
-	inVocab := func(id int32) bool { return id >= 0 && int(id) < n }
 	t.bos, t.eos = 11, 11 // llama.cpp's BPE defaults, when in range
 	if pre.noBOS {
 		t.bos = -1
 	}
-	if !inVocab(t.bos) {
+	if !t.inVocab(t.bos) {
 		t.bos = -1
 	}
-	if !inVocab(t.eos) {
+	if !t.inVocab(t.eos) {
 		t.eos = -1
 	}
-	if inVocab(c.BOS) {
+	if t.inVocab(c.BOS) {
 		t.bos = c.BOS
 	}
-	if inVocab(c.EOS) {
+	if t.inVocab(c.EOS) {
 		t.eos = c.EOS
 	}
 	t.addBOS = pre.addBOS
@@ -294,17 +285,15 @@ func New(c Config) (*Tokenizer, error) {
 // EOT and EOM ids, FIM padding/repository/separator tokens, and tokens whose
 // text says so. Tokens found by their text become control tokens.
 func (t *Tokenizer) findEOG(c Config) {
-	n := int32(len(t.tokens))
-	inVocab := func(id int32) bool { return id >= 0 && id < n }
 	set := map[int32]bool{}
 	add := func(id int32) {
-		if inVocab(id) {
+		if t.inVocab(id) {
 			set[id] = true
 		}
 	}
 	byText := func(texts ...string) (int32, bool) {
 		for _, s := range texts {
-			if id, ok := t.byText[s]; ok && id < n {
+			if id, ok := t.byText[s]; ok && t.inVocab(id) {
 				return id, true
 			}
 		}
@@ -313,14 +302,14 @@ func (t *Tokenizer) findEOG(c Config) {
 	control := func(id int32) { t.attrs[id] |= attrControl }
 
 	eot := c.EOT
-	if !inVocab(eot) {
+	if !t.inVocab(eot) {
 		if id, ok := byText("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>"); ok {
 			eot = id
 			control(id)
 		}
 	}
 	eom := c.EOM
-	if !inVocab(eom) {
+	if !t.inVocab(eom) {
 		if id, ok := byText("<|eom_id|>"); ok {
 			eom = id
 			control(id)
@@ -397,6 +386,9 @@ func (t *Tokenizer) findEOG(c Config) {
 	}
 	slices.Sort(t.eog)
 }
+
+// inVocab reports whether id is a token of the vocabulary (not an extra merge piece).
+func (t *Tokenizer) inVocab(id int32) bool { return id >= 0 && int(id) < len(t.tokens) }
 
 // byteToken reads a "<0xXX>" byte token.
 func byteToken(text string) string {
@@ -516,7 +508,7 @@ func (t *Tokenizer) EOG() []int32 { return slices.Clone(t.eog) }
 // Token returns id's vocabulary text (GPT-2 characters for normal tokens),
 // or "" for an id outside the vocabulary.
 func (t *Tokenizer) Token(id int32) string {
-	if id < 0 || int(id) >= len(t.tokens) {
+	if !t.inVocab(id) {
 		return ""
 	}
 	return t.tokens[id]
@@ -525,7 +517,7 @@ func (t *Tokenizer) Token(id int32) string {
 // Lookup returns the id of a vocabulary text.
 func (t *Tokenizer) Lookup(piece string) (int32, bool) {
 	id, ok := t.byText[piece]
-	if !ok || int(id) >= len(t.tokens) {
+	if !ok || !t.inVocab(id) {
 		return -1, false
 	}
 	return id, true
