@@ -1,9 +1,9 @@
 package tokenizer
 
 import (
+	"encoding/hex"
 	"slices"
 	"strings"
-	"unicode/utf8"
 )
 
 // Byte-level BPE works on text in which every byte is shown as one printable
@@ -49,18 +49,11 @@ func decodeBytes(text string) string {
 			continue
 		}
 		b.WriteString("[UNK_BYTE_0x")
-		for _, c := range []byte(string(r)) {
-			b.WriteString(hexByte(c))
-		}
+		b.WriteString(hex.EncodeToString([]byte(string(r))))
 		b.WriteString(text)
 		b.WriteString("]")
 	}
 	return b.String()
-}
-
-func hexByte(c byte) string {
-	const digits = "0123456789abcdef"
-	return string([]byte{digits[c>>4], digits[c&15]})
 }
 
 // merge is what a pair of adjacent pieces becomes, and how early it merges.
@@ -202,18 +195,4 @@ func (t *Tokenizer) bpeWord(st *bpeState, word string, out []int32) []int32 {
 		}
 	}
 	return out
-}
-
-// validUTF8Prefix is the length of the longest prefix of p that does not end
-// in an incomplete (but still completable) UTF-8 sequence.
-func validUTF8Prefix(p []byte) int {
-	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax; i-- {
-		if p[i]&0xC0 != 0x80 { // the last sequence starts here
-			if !utf8.FullRune(p[i:]) {
-				return i
-			}
-			return len(p)
-		}
-	}
-	return len(p)
 }

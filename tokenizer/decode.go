@@ -1,6 +1,9 @@
 package tokenizer
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Decode returns the text of ids: normal tokens as their bytes, control,
 // user-defined and unknown tokens as their text (like llama.cpp with special
@@ -50,4 +53,18 @@ func (d *Decoder) Flush() string {
 	out := string(d.pending)
 	d.pending = d.pending[:0]
 	return out
+}
+
+// validUTF8Prefix is the length of the longest prefix of p that does not end
+// in an incomplete (but still completable) UTF-8 sequence.
+func validUTF8Prefix(p []byte) int {
+	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax; i-- {
+		if p[i]&0xC0 != 0x80 { // the last sequence starts here
+			if !utf8.FullRune(p[i:]) {
+				return i
+			}
+			return len(p)
+		}
+	}
+	return len(p)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/latent-ai/latent/gguf"
@@ -392,23 +393,14 @@ func (t *Tokenizer) inVocab(id int32) bool { return id >= 0 && int(id) < len(t.t
 
 // byteToken reads a "<0xXX>" byte token.
 func byteToken(text string) string {
-	var v byte
 	if len(text) != 6 || !strings.HasPrefix(text, "<0x") || text[5] != '>' {
 		return ""
 	}
-	for _, c := range text[3:5] {
-		switch {
-		case c >= '0' && c <= '9':
-			v = v<<4 | byte(c-'0')
-		case c >= 'A' && c <= 'F':
-			v = v<<4 | byte(c-'A'+10)
-		case c >= 'a' && c <= 'f':
-			v = v<<4 | byte(c-'a'+10)
-		default:
-			return ""
-		}
+	v, err := strconv.ParseUint(text[3:5], 16, 8)
+	if err != nil {
+		return ""
 	}
-	return string([]byte{v})
+	return string([]byte{byte(v)})
 }
 
 // Encode returns the tokens of text, without BOS or EOS (see AddBOS). With
