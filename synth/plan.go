@@ -158,7 +158,8 @@ func Plan(opts Options) (*Model, error) {
 	}
 	m := &Model{Preset: p, Options: opts, Config: c, Vocab: v}
 	m.Meta = m.metadata()
-	if err := m.addTensors(); err != nil {
+	m.addTensors()
+	if err := m.sizeTensors(); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -239,122 +240,110 @@ func fallback(t quant.Type, n uint64) quant.Type {
 	return quant.F16
 }
 
-func (m *Model) add(name string, typ quant.Type, kind initKind, mean, std float64, dims ...uint64) error {
-	t := Tensor{Name: name, Dims: dims, Type: typ, kind: kind, mean: mean, std: std}
-	size, err := typ.RowBytes(t.Elements())
-	if err != nil {
-		return fmt.Errorf("tensor %s: %w", name, err)
-	}
-	t.Size = size
-	m.Tensors = append(m.Tensors, t)
-	return nil
+// add lists a tensor; sizeTensors fills in its size once all are listed.
+func (m *Model) add(name string, typ quant.Type, kind initKind, mean, std float64, dims ...uint64) {
+	m.Tensors = append(m.Tensors, Tensor{Name: name, Dims: dims, Type: typ, kind: kind, mean: mean, std: std})
 }
 
 // matrix adds a weight matrix drawn from N(0, 1/fan_in), fan_in being the
 // row length: each output then has about the variance of one input.
-func (m *Model) matrix(name string, r role, dims ...uint64) error {
-	return m.add(name, m.Options.Format.matrixType(r, dims[0]), initGauss, 0, 1/math.Sqrt(float64(dims[0])), dims...)
+func (m *Model) matrix(name string, r role, dims ...uint64) {
+	m.add(name, m.Options.Format.matrixType(r, dims[0]), initGauss, 0, 1/math.Sqrt(float64(dims[0])), dims...)
 }
 
 // norm adds an RMSNorm weight near 1.
-func (m *Model) norm(name string, n uint64) error {
-	return m.add(name, quant.F32, initDirect, 1, 0.1, n)
+func (m *Model) norm(name string, n uint64) {
+	m.add(name, quant.F32, initDirect, 1, 0.1, n)
+}
+
+// sizeTensors computes every tensor's data size, failing on the first whose
+// shape its type cannot hold.
+func (m *Model) sizeTensors() error {
+	for i := range m.Tensors {
+		t := &m.Tensors[i]
+		size, err := t.Type.RowBytes(t.Elements())
+		if err != nil {
+			return fmt.Errorf("tensor %s: %w", t.Name, err)
+		}
+		t.Size = size
+	}
+	return nil
 }
 
 // addTensors lists the tensors in the order real conversions write them.
-func (m *Model) addTensors() error {
+func (m *Model) addTensors() {
 	c := &m.Config
 	dim, vocab := uint64(c.Dim), uint64(c.Vocab)
-	var errs []error
-	check := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
 	// Untied embeddings are looked up, not multiplied: unit scale like real
 	// ones. Tied ones double as the output matrix, so they get its scale.
 	embStd := 1.0
 	if m.Preset.Tied {
 		embStd = 1 / math.Sqrt(float64(dim))
 	}
-	check(m.add("token_embd.weight", m.Options.Format.matrixType(roleEmbed, dim), initGauss, 0, embStd, dim, vocab))
-	check(m.norm("output_norm.weight", dim))
+	m.add("token_embd.weight", m.Options.Format.matrixType(roleEmbed, dim), initGauss, 0, embStd, dim, vocab)
+	m.norm("output_norm.weight", dim)
 	if !m.Preset.Tied {
-		check(m.matrix("output.weight", roleOutput, dim, vocab))
+		m.matrix("output.weight", roleOutput, dim, vocab)
 	}
 	for l := 0; l < c.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
 		if l >= c.DecoderLayers() {
 			// The NextN block: it mixes the embedding of the next token with
 			// the last hidden state, then runs a full decoder layer.
-			check(m.matrix(p+"nextn.eh_proj.weight", roleGateUp, 2*dim, dim))
-			check(m.norm(p+"nextn.enorm.weight", dim))
-			check(m.norm(p+"nextn.hnorm.weight", dim))
-			check(m.norm(p+"nextn.shared_head_norm.weight", dim))
+			m.matrix(p+"nextn.eh_proj.weight", roleGateUp, 2*dim, dim)
+			m.norm(p+"nextn.enorm.weight", dim)
+			m.norm(p+"nextn.hnorm.weight", dim)
+			m.norm(p+"nextn.shared_head_norm.weight", dim)
 		}
-		check(m.layer(p, l))
+		m.layer(p, l)
 	}
-	if len(errs) > 0 {
-		return errs[0]
-	}
-	return nil
 }
 
-func (m *Model) layer(p string, l int) error {
+func (m *Model) layer(p string, l int) {
 	c := &m.Config
 	dim := uint64(c.Dim)
 	heads, nope, rope, vh := uint64(c.Heads), uint64(c.Nope), uint64(c.Rope), uint64(c.VHead)
 	kvl := uint64(c.KVLoRA)
-	var errs []error
-	check := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	check(m.norm(p+"attn_norm.weight", dim))
+	m.norm(p+"attn_norm.weight", dim)
 	if c.QLoRA > 0 {
 		ql := uint64(c.QLoRA)
-		check(m.norm(p+"attn_q_a_norm.weight", ql))
-		check(m.matrix(p+"attn_q_a.weight", roleAttn, dim, ql))
-		check(m.matrix(p+"attn_q_b.weight", roleAttn, ql, heads*(nope+rope)))
+		m.norm(p+"attn_q_a_norm.weight", ql)
+		m.matrix(p+"attn_q_a.weight", roleAttn, dim, ql)
+		m.matrix(p+"attn_q_b.weight", roleAttn, ql, heads*(nope+rope))
 	} else {
-		check(m.matrix(p+"attn_q.weight", roleAttn, dim, heads*(nope+rope)))
+		m.matrix(p+"attn_q.weight", roleAttn, dim, heads*(nope+rope))
 	}
-	check(m.norm(p+"attn_kv_a_norm.weight", kvl))
-	check(m.matrix(p+"attn_kv_a_mqa.weight", roleAttn, dim, kvl+rope))
+	m.norm(p+"attn_kv_a_norm.weight", kvl)
+	m.matrix(p+"attn_kv_a_mqa.weight", roleAttn, dim, kvl+rope)
 	if c.Legacy {
-		check(m.matrix(p+"attn_kv_b.weight", roleAttn, kvl, heads*(nope+vh)))
+		m.matrix(p+"attn_kv_b.weight", roleAttn, kvl, heads*(nope+vh))
 	} else {
-		check(m.matrix(p+"attn_k_b.weight", roleAttnB, nope, kvl, heads))
-		check(m.matrix(p+"attn_v_b.weight", roleAttnB, kvl, vh, heads))
+		m.matrix(p+"attn_k_b.weight", roleAttnB, nope, kvl, heads)
+		m.matrix(p+"attn_v_b.weight", roleAttnB, kvl, vh, heads)
 	}
-	check(m.matrix(p+"attn_output.weight", roleAttn, heads*vh, dim))
-	check(m.norm(p+"ffn_norm.weight", dim))
+	m.matrix(p+"attn_output.weight", roleAttn, heads*vh, dim)
+	m.norm(p+"ffn_norm.weight", dim)
 	if !c.IsMoE(l) {
 		ff := uint64(c.FF)
-		check(m.matrix(p+"ffn_gate.weight", roleGateUp, dim, ff))
-		check(m.matrix(p+"ffn_up.weight", roleGateUp, dim, ff))
-		check(m.matrix(p+"ffn_down.weight", roleDown, ff, dim))
+		m.matrix(p+"ffn_gate.weight", roleGateUp, dim, ff)
+		m.matrix(p+"ffn_up.weight", roleGateUp, dim, ff)
+		m.matrix(p+"ffn_down.weight", roleDown, ff, dim)
 	} else {
 		ne, eff := uint64(c.Experts), uint64(c.ExpertFF)
 		// The router stays F32 in real files: its logits decide routing.
-		check(m.add(p+"ffn_gate_inp.weight", quant.F32, initGauss, 0, 1/math.Sqrt(float64(dim)), dim, ne))
+		m.add(p+"ffn_gate_inp.weight", quant.F32, initGauss, 0, 1/math.Sqrt(float64(dim)), dim, ne)
 		if c.Gating == deepseek2.GatingSigmoid {
 			// Selection bias: small and mostly negative, as trained ones are.
-			check(m.add(p+"exp_probs_b.bias", quant.F32, initDirect, -0.03, 0.03, ne))
+			m.add(p+"exp_probs_b.bias", quant.F32, initDirect, -0.03, 0.03, ne)
 		}
-		check(m.matrix(p+"ffn_gate_exps.weight", roleGateUp, dim, eff, ne))
-		check(m.matrix(p+"ffn_up_exps.weight", roleGateUp, dim, eff, ne))
-		check(m.matrix(p+"ffn_down_exps.weight", roleDown, eff, dim, ne))
+		m.matrix(p+"ffn_gate_exps.weight", roleGateUp, dim, eff, ne)
+		m.matrix(p+"ffn_up_exps.weight", roleGateUp, dim, eff, ne)
+		m.matrix(p+"ffn_down_exps.weight", roleDown, eff, dim, ne)
 		if c.SharedExperts > 0 {
 			sh := eff * uint64(c.SharedExperts)
-			check(m.matrix(p+"ffn_gate_shexp.weight", roleShared, dim, sh))
-			check(m.matrix(p+"ffn_up_shexp.weight", roleShared, dim, sh))
-			check(m.matrix(p+"ffn_down_shexp.weight", roleShared, sh, dim))
+			m.matrix(p+"ffn_gate_shexp.weight", roleShared, dim, sh)
+			m.matrix(p+"ffn_up_shexp.weight", roleShared, dim, sh)
+			m.matrix(p+"ffn_down_shexp.weight", roleShared, sh, dim)
 		}
 	}
-	if len(errs) > 0 {
-		return errs[0]
-	}
-	return nil
 }
