@@ -168,43 +168,16 @@ func (b *binder) splitKVB(c *Config, p string) (kb, vb backend.Weight) {
 	return b.f32(p+"attn_k_b.weight", k, N, L, H), b.f32(p+"attn_v_b.weight", v, L, V, H)
 }
 
-// ropeFreqs is the angle per position of each rotary pair, with YaRN's
-// interpolation folded in (notes §3 step 4).
-func ropeFreqs(c *Config) []float32 {
-	n := c.Rope
-	freqs := make([]float32, n/2)
-	yarn := c.Scaling.Type == "yarn" && c.Scaling.Factor > 1
-	var lo, hi float64
-	if yarn {
-		corr := func(rot float64) float64 {
-			return float64(n) * math.Log(float64(c.Scaling.OrigContext)/(rot*2*math.Pi)) / (2 * math.Log(c.RopeBase))
-		}
-		lo = max(0, math.Floor(corr(32)))
-		hi = min(float64(n-1), math.Ceil(corr(1)))
-	}
-	for i := range freqs {
-		theta := math.Pow(c.RopeBase, -2*float64(i)/float64(n))
-		if yarn {
-			ramp := 1 - min(1, max(0, (float64(i)-lo)/max(0.001, hi-lo)))
-			theta = theta/c.Scaling.Factor*(1-ramp) + theta*ramp
-		} else if c.Scaling.Type == "linear" && c.Scaling.Factor > 0 {
-			theta /= c.Scaling.Factor
-		}
-		freqs[i] = float32(theta)
-	}
-	return freqs
-}
-
-// ropeOf is the rotation in both forms: the per-pair angles, and
-// ggml_rope_ext's parameters as llama.cpp sets them for deepseek2 (with YaRN,
-// attn_factor 1/(1+0.1·ln(1/scale)) cancels ggml's magnitude correction; the
-// correction dimensions use β_fast 32 and β_slow 1), all in float32 as ggml
-// computes them.
+// ropeOf is the rotation in both forms: ggml_rope_ext's parameters as
+// llama.cpp sets them for deepseek2 (with YaRN, attn_factor
+// 1/(1+0.1·ln(1/scale)) cancels ggml's magnitude correction; the correction
+// dimensions use β_fast 32 and β_slow 1), all in float32 as ggml computes
+// them, and the per-pair angles they give.
 func ropeOf(c *Config) backend.Rope {
 	n := float32(c.Rope)
-	r := backend.Rope{Freqs: ropeFreqs(c), Base: float32(c.RopeBase), FreqScale: 1, AttnFactor: 1}
+	r := backend.Rope{Base: float32(c.RopeBase), FreqScale: 1, AttnFactor: 1}
 	switch {
-	case c.Scaling.Type == "yarn" && c.Scaling.Factor > 1:
+	case c.yarn():
 		r.FreqScale = float32(1 / c.Scaling.Factor)
 		r.ExtFactor = 1
 		r.AttnFactor = 1 / (1 + 0.1*logf(1/r.FreqScale))
@@ -216,8 +189,31 @@ func ropeOf(c *Config) backend.Rope {
 	case c.Scaling.Type == "linear" && c.Scaling.Factor > 0:
 		r.FreqScale = float32(1 / c.Scaling.Factor)
 	}
+	r.Freqs = ropeFreqs(c, &r)
 	return r
 }
+
+// ropeFreqs is the angle per position of each rotary pair, with YaRN's
+// interpolation over r's correction range folded in (notes §3 step 4).
+func ropeFreqs(c *Config, r *backend.Rope) []float32 {
+	n := c.Rope
+	freqs := make([]float32, n/2)
+	lo, hi := float64(r.Corr[0]), float64(r.Corr[1])
+	for i := range freqs {
+		theta := math.Pow(c.RopeBase, -2*float64(i)/float64(n))
+		if c.yarn() {
+			ramp := 1 - min(1, max(0, (float64(i)-lo)/max(0.001, hi-lo)))
+			theta = theta/c.Scaling.Factor*(1-ramp) + theta*ramp
+		} else if c.Scaling.Type == "linear" && c.Scaling.Factor > 0 {
+			theta /= c.Scaling.Factor
+		}
+		freqs[i] = float32(theta)
+	}
+	return freqs
+}
+
+// yarn says whether the rotation is YaRN-extended (a factor of 1 is none).
+func (c *Config) yarn() bool { return c.Scaling.Type == "yarn" && c.Scaling.Factor > 1 }
 
 func logf(x float32) float32 { return float32(math.Log(float64(x))) }
 
@@ -226,7 +222,7 @@ func logf(x float32) float32 { return float32(math.Log(float64(x))) }
 // nope+rope = 96 the double-precision value rounds one ulp higher.
 func attnScale(c *Config) float32 {
 	var m float32 = 1
-	if c.Scaling.Type == "yarn" && c.Scaling.Factor > 1 {
+	if c.yarn() {
 		m = 1 + float32(c.Scaling.YarnLogMul)*logf(float32(c.Scaling.Factor))
 	}
 	return m * m / float32(math.Sqrt(float64(float32(c.Nope+c.Rope))))
