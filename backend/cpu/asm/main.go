@@ -143,6 +143,28 @@ func blockLoop(label string, nb Register, body func(), steps ...step) {
 	Label(label + "_done")
 }
 
+// broadcastF16 returns a new register holding the f16 at m, widened, in
+// every float lane.
+func broadcastF16(m Mem) VecVirtual {
+	h, v := GP32(), YMM()
+	MOVWLZX(m, h)
+	VMOVD(h, v.AsX())
+	VCVTPH2PS(v.AsX(), v.AsX())
+	VBROADCASTSS(v.AsX(), v)
+	return v
+}
+
+// storeHsums stores hsum8 of each accumulator at parameter out, 4 bytes
+// apart, and returns.
+func storeHsums(acc []VecVirtual) {
+	out := ptr("out")
+	for t := range acc {
+		VMOVSS(hsum8(acc[t]), out.Offset(4*t))
+	}
+	VZEROUPPER()
+	RET()
+}
+
 // storeAndReturn stores the accumulators at parameter out, size bytes
 // apart, and returns.
 func storeAndReturn(acc []VecVirtual, size int) {
@@ -173,12 +195,7 @@ func dotQ8_0AVX2(n int, ones Mem) {
 	VMOVDQU(ones, one)
 
 	blockLoop(name, nb, func() {
-		h := GP32()
-		MOVWLZX(w, h)
-		dw := YMM()
-		VMOVD(h, dw.AsX())
-		VCVTPH2PS(dw.AsX(), dw.AsX())
-		VBROADCASTSS(dw.AsX(), dw)
+		dw := broadcastF16(w)
 		wq, wabs := YMM(), YMM()
 		VMOVDQU(w.Offset(2), wq)
 		VPABSB(wq, wabs)
@@ -195,12 +212,7 @@ func dotQ8_0AVX2(n int, ones Mem) {
 		}
 	}, step{w.Base, 34}, step{qs.Base, 32}, step{d.Base, 4})
 
-	out := ptr("out")
-	for t := 0; t < n; t++ {
-		VMOVSS(hsum8(acc[t]), out.Offset(4*t))
-	}
-	VZEROUPPER()
-	RET()
+	storeHsums(acc)
 }
 
 // hsum8 sums the eight float lanes of v as ggml's hsum_float_8: (hi+lo),
@@ -271,12 +283,7 @@ func dotQ4_0Rows4AVX2(n int, nibbles, ones Mem) {
 				VPMADDUBSW(a, wq[r], p[r])
 				VPMADDWD(ones, p[r], p[r])
 			}
-			VPHADDD(p[1], p[0], p[0])
-			VPHADDD(p[3], p[2], p[2])
-			VPHADDD(p[2], p[0], p[0])
-			s, off := XMM(), XMM()
-			VEXTRACTI128(U8(1), p[0], s)
-			VPADDD(p[0].AsX(), s, s)
+			s, off := hsumI32(p[:]), XMM()
 			VPBROADCASTD(tokAddr(b8, t, kd, kd3), off)
 			VPSUBD(off, s, s)
 			VCVTDQ2PS(s, s)
@@ -291,7 +298,7 @@ func dotQ4_0Rows4AVX2(n int, nibbles, ones Mem) {
 }
 
 // The eight-row Q4_0 kernels read weights repacked at load (see
-// repackQ4_0x8 in simd_amd64.go): per block of eight rows, 144 bytes, the
+// packQ4_0x8 in simd_amd64.go): per block of eight rows, 144 bytes, the
 // rows' eight f16 scales, then four 32-byte chunks, chunk j holding bytes
 // 4j..4j+3 of each row's 16 nibble bytes, row r in int32 lane r. The rows
 // stream from one address, the scales widen with one VCVTPH2PS, and every
@@ -445,11 +452,7 @@ func dotF32VecAVX2() {
 	x := Mem{Base: Load(Param("x"), GP64())}
 	y := Mem{Base: Load(Param("y"), GP64())}
 	n := Load(Param("n"), GP64())
-	var acc [4]VecVirtual
-	for i := range acc {
-		acc[i] = YMM()
-		VXORPS(acc[i], acc[i], acc[i])
-	}
+	acc := zeroed(4, YMM)
 	Label("dotF32Vec_loop")
 	CMPQ(n, U32(32))
 	JL(LabelRef("dotF32Vec_done"))
@@ -530,67 +533,59 @@ func quantQ8_0AVX2() {
 	VBROADCASTSS(absMask, mask)
 	VMOVDQU(perm, idx)
 
-	Label("quantQ8_0_loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef("quantQ8_0_done"))
-	var v, a [4]VecVirtual
-	for i := range v {
-		v[i], a[i] = YMM(), YMM()
-		VMOVUPS(x.Offset(32*i), v[i])
-		VANDPS(mask, v[i], a[i])
-	}
-	VMAXPS(a[1], a[0], a[0])
-	VMAXPS(a[3], a[2], a[2])
-	VMAXPS(a[2], a[0], a[0])
-	m, u := a[0].AsX(), XMM()
-	VEXTRACTF128(U8(1), a[0], u)
-	VMAXPS(u, m, m)
-	VMOVHLPS(m, m, u)
-	VMAXPS(u, m, m)
-	VMOVSHDUP(m, u)
-	VMAXSS(u, m, m) // amax
-	id, nz, zero := XMM(), XMM(), XMM()
-	VMOVSS(c127, id)
-	VDIVSS(m, id, id) // 127/amax
-	VXORPS(zero, zero, zero)
-	VCMPSS(U8(4), zero, m, nz) // amax != 0
-	VANDPS(nz, id, id)
-	idy := YMM()
-	VBROADCASTSS(id, idy)
-	sum := YMM()
-	for i := range v {
-		VMULPS(idy, v[i], v[i])
-		VCVTPS2DQ(v[i], v[i])
-	}
-	VPADDD(v[1], v[0], sum)
-	VPADDD(v[2], sum, sum)
-	VPADDD(v[3], sum, sum)
-	VPACKSSDW(v[1], v[0], v[0])
-	VPACKSSDW(v[3], v[2], v[2])
-	VPACKSSWB(v[2], v[0], v[0])
-	VPERMD(v[0], idx, v[0])
-	VMOVDQU(v[0], qs)
-	sc := XMM()
-	VDIVSS(c127, m, sc) // amax/127
-	VCVTPS2PH(U8(0), sc, sc)
-	VCVTPH2PS(sc, sc)
-	VMOVSS(sc, d)
-	s := sum.AsX()
-	VEXTRACTI128(U8(1), sum, u)
-	VPADDD(u, s, s)
-	VPSHUFD(U8(0x4e), s, u)
-	VPADDD(u, s, s)
-	VPSHUFD(U8(0xb1), s, u)
-	VPADDD(u, s, s)
-	VPSLLD(U8(3), s, s)
-	VMOVD(s, b8)
-	ADDQ(U32(128), x.Base)
-	ADDQ(U32(32), qs.Base)
-	ADDQ(U32(4), d.Base)
-	ADDQ(U32(4), b8.Base)
-	DECQ(nb)
-	JMP(LabelRef("quantQ8_0_loop"))
-	Label("quantQ8_0_done")
+	blockLoop("quantQ8_0", nb, func() {
+		var v, a [4]VecVirtual
+		for i := range v {
+			v[i], a[i] = YMM(), YMM()
+			VMOVUPS(x.Offset(32*i), v[i])
+			VANDPS(mask, v[i], a[i])
+		}
+		VMAXPS(a[1], a[0], a[0])
+		VMAXPS(a[3], a[2], a[2])
+		VMAXPS(a[2], a[0], a[0])
+		m, u := a[0].AsX(), XMM()
+		VEXTRACTF128(U8(1), a[0], u)
+		VMAXPS(u, m, m)
+		VMOVHLPS(m, m, u)
+		VMAXPS(u, m, m)
+		VMOVSHDUP(m, u)
+		VMAXSS(u, m, m) // amax
+		id, nz, zero := XMM(), XMM(), XMM()
+		VMOVSS(c127, id)
+		VDIVSS(m, id, id) // 127/amax
+		VXORPS(zero, zero, zero)
+		VCMPSS(U8(4), zero, m, nz) // amax != 0
+		VANDPS(nz, id, id)
+		idy := YMM()
+		VBROADCASTSS(id, idy)
+		sum := YMM()
+		for i := range v {
+			VMULPS(idy, v[i], v[i])
+			VCVTPS2DQ(v[i], v[i])
+		}
+		VPADDD(v[1], v[0], sum)
+		VPADDD(v[2], sum, sum)
+		VPADDD(v[3], sum, sum)
+		VPACKSSDW(v[1], v[0], v[0])
+		VPACKSSDW(v[3], v[2], v[2])
+		VPACKSSWB(v[2], v[0], v[0])
+		VPERMD(v[0], idx, v[0])
+		VMOVDQU(v[0], qs)
+		sc := XMM()
+		VDIVSS(c127, m, sc) // amax/127
+		VCVTPS2PH(U8(0), sc, sc)
+		VCVTPH2PS(sc, sc)
+		VMOVSS(sc, d)
+		s := sum.AsX()
+		VEXTRACTI128(U8(1), sum, u)
+		VPADDD(u, s, s)
+		VPSHUFD(U8(0x4e), s, u)
+		VPADDD(u, s, s)
+		VPSHUFD(U8(0xb1), s, u)
+		VPADDD(u, s, s)
+		VPSLLD(U8(3), s, s)
+		VMOVD(s, b8)
+	}, step{x.Base, 128}, step{qs.Base, 32}, step{d.Base, 4}, step{b8.Base, 4})
 	VZEROUPPER()
 	RET()
 }
@@ -856,18 +851,7 @@ func dotQ4KAVX2(n int, c kConsts) {
 	VXORPS(acc, acc, acc)
 
 	tk.kBlockLoop(name, nb, w, 144, func() {
-		sc, mins := kScales(w.Offset(4), c)
-		summ := tk.kMins(mins)
-		sumi := zeroed(n, YMM)
-		for j := 0; j < 4; j++ { // 64 values: 32 bytes of nibbles
-			raw := YMM()
-			VMOVDQU(w.Offset(16+32*j), raw)
-			for h := 0; h < 2; h++ {
-				q, s := nibbles(raw, h, c), YMM()
-				VPSHUFB(c.scale.Offset(32*(2*j+h)), sc, s)
-				tk.kDot(q, s, 64*j+32*h, sumi)
-			}
-		}
+		sumi, summ := tk.q4Sums(w, c)
 		dm := YMM()
 		VCVTPH2PS(w, dm) // d, dmin (and six more halves, not used)
 		if n == 1 {
@@ -902,6 +886,24 @@ func dotQ4KAVX2(n int, c kConsts) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// q4Sums returns each token's integer lanes of the Q4_K super-block at w:
+// sumi[t] of Σ sc·q·a and summ[t] of Σ m·Σa.
+func (tk kToks) q4Sums(w Mem, c kConsts) (sumi, summ []VecVirtual) {
+	sc, mins := kScales(w.Offset(4), c)
+	summ = tk.kMins(mins)
+	sumi = zeroed(tk.n, YMM)
+	for j := 0; j < 4; j++ { // 64 values: 32 bytes of nibbles
+		raw := YMM()
+		VMOVDQU(w.Offset(16+32*j), raw)
+		for h := 0; h < 2; h++ {
+			q, s := nibbles(raw, h, c), YMM()
+			VPSHUFB(c.scale.Offset(32*(2*j+h)), sc, s)
+			tk.kDot(q, s, 64*j+32*h, sumi)
+		}
+	}
+	return sumi, summ
 }
 
 // sumiSumm4 reduces four outputs' integer lanes: it returns a YMM register
@@ -956,19 +958,8 @@ func dotQ4KRows4AVX2(c kConsts) {
 			for o := 0; o < 144; o += 64 {
 				PREFETCHT0(next[r].Offset(o))
 			}
-			sc, mins := kScales(w.Offset(4), c)
-			summ[r] = YMM()
-			VPMADDWD(tk.bs, mins, summ[r])
-			sumi[r] = zeroed(1, YMM)[0]
-			for j := 0; j < 4; j++ {
-				raw := YMM()
-				VMOVDQU(w.Offset(16+32*j), raw)
-				for h := 0; h < 2; h++ {
-					q, s := nibbles(raw, h, c), YMM()
-					VPSHUFB(c.scale.Offset(32*(2*j+h)), sc, s)
-					tk.kDot(q, s, 64*j+32*h, sumi[r:r+1])
-				}
-			}
+			si, sm := tk.q4Sums(w, c)
+			sumi[r], summ[r] = si[0], sm[0]
 		}
 		x := sumiSumm4(sumi, summ)
 		// The rows' f16 d and dmin, [d0, dmin0, d1, …], widened and
@@ -1107,20 +1098,10 @@ func dotQ6KAVX2(n int, c kConsts) {
 	tk.kBlockLoop(name, nb, w, 210, func() {
 		sumi := zeroed(n, YMM)
 		tk.q6Sums(w, c, m32, sumi)
-		h, dw := GP32(), YMM()
-		MOVWLZX(w.Offset(208), h)
-		VMOVD(h, dw.AsX())
-		VCVTPH2PS(dw.AsX(), dw.AsX())
-		VBROADCASTSS(dw.AsX(), dw)
-		tk.lanesEpilogue(dw, sumi, acc)
+		tk.lanesEpilogue(broadcastF16(w.Offset(208)), sumi, acc)
 	})
 
-	out := ptr("out")
-	for t := range acc {
-		VMOVSS(hsum8(acc[t]), out.Offset(4*t))
-	}
-	VZEROUPPER()
-	RET()
+	storeHsums(acc)
 }
 
 // q6Sums adds into sumi[t] the integer lanes of the Q6_K super-block at w
@@ -1187,19 +1168,9 @@ func dotQ6KRows4AVX2(c kConsts) {
 			}
 			sumi := zeroed(1, YMM)
 			tk.q6Sums(w, c, m32, sumi)
-			h, dw := GP32(), YMM()
-			MOVWLZX(w.Offset(208), h)
-			VMOVD(h, dw.AsX())
-			VCVTPH2PS(dw.AsX(), dw.AsX())
-			VBROADCASTSS(dw.AsX(), dw)
-			tk.lanesEpilogue(dw, sumi, acc[r:r+1])
+			tk.lanesEpilogue(broadcastF16(w.Offset(208)), sumi, acc[r:r+1])
 		}
 	}, append(tk.steps(b0, 210), step{nx, 210})...)
 
-	out := ptr("out")
-	for r := range acc {
-		VMOVSS(hsum8(acc[r]), out.Offset(4*r))
-	}
-	VZEROUPPER()
-	RET()
+	storeHsums(acc)
 }
