@@ -286,9 +286,7 @@ func templateError(err error) error {
 	if m := atLine.FindAllStringSubmatchIndex(msg, -1); len(m) > 0 {
 		last := m[len(m)-1]
 		line = " line " + msg[last[2]:last[3]]
-	}
-	if m := atLine.FindAllStringSubmatchIndex(msg, -1); len(m) > 0 {
-		if rest, ok := strings.CutPrefix(msg[m[len(m)-1][1]:], ": "); ok {
+		if rest, ok := strings.CutPrefix(msg[last[1]:], ": "); ok {
 			msg = rest
 		}
 	}
@@ -391,24 +389,10 @@ func dictMethods() *exec.MethodSet[map[string]any] {
 			return dictItems(self), nil
 		},
 		"keys": func(_ map[string]any, self *exec.Value, args *exec.VarArgs) (any, error) {
-			if err := noArgs("keys", args); err != nil {
-				return nil, err
-			}
-			keys := []any{}
-			for _, kv := range dictItems(self) {
-				keys = append(keys, kv.([]any)[0].(*exec.Value).Interface())
-			}
-			return keys, nil
+			return dictColumn("keys", self, args, 0)
 		},
 		"values": func(_ map[string]any, self *exec.Value, args *exec.VarArgs) (any, error) {
-			if err := noArgs("values", args); err != nil {
-				return nil, err
-			}
-			values := []any{}
-			for _, kv := range dictItems(self) {
-				values = append(values, kv.([]any)[1].(*exec.Value).Interface())
-			}
-			return values, nil
+			return dictColumn("values", self, args, 1)
 		},
 		"get": func(_ map[string]any, self *exec.Value, args *exec.VarArgs) (any, error) {
 			if len(args.Args) < 1 || len(args.Args) > 2 || len(args.KwArgs) > 0 {
@@ -430,6 +414,18 @@ func dictMethods() *exec.MethodSet[map[string]any] {
 		}
 	}
 	return exec.NewMethodSet(m)
+}
+
+// dictColumn is keys() (col 0) or values() (col 1) as plain values, in the dict's order.
+func dictColumn(name string, self *exec.Value, args *exec.VarArgs, col int) (any, error) {
+	if err := noArgs(name, args); err != nil {
+		return nil, err
+	}
+	out := []any{}
+	for _, kv := range dictItems(self) {
+		out = append(out, kv.([]any)[col].(*exec.Value).Interface())
+	}
+	return out, nil
 }
 
 func noArgs(name string, args *exec.VarArgs) error {

@@ -95,7 +95,7 @@ func (o *jsonOpts) encode(b *strings.Builder, v *exec.Value, depth int) error {
 	case v.IsInteger():
 		b.WriteString(v.String())
 	case v.IsFloat():
-		b.WriteString(pyFloat(v.Float(), true))
+		b.WriteString(pyFloat(v.Float()))
 	case v.IsString():
 		o.quote(b, v.String())
 	case v.IsList():
@@ -168,7 +168,7 @@ func jsonKey(k *exec.Value) (string, error) {
 	case k.IsInteger():
 		return k.String(), nil
 	case k.IsFloat():
-		return pyFloat(k.Float(), true), nil
+		return pyFloat(k.Float()), nil
 	case k.IsNil():
 		return "null", nil
 	}
@@ -212,25 +212,16 @@ func (o *jsonOpts) quote(b *strings.Builder, s string) {
 	b.WriteByte('"')
 }
 
-// pyFloat is Python's repr of a float (json=true: json.dumps' NaN and Infinity spelling): the shortest digits
-// that round-trip, positional when the decimal exponent is in (-4, 16], else d.ddde±XX.
-func pyFloat(f float64, json bool) string {
+// pyFloat is a float as json.dumps writes it: Python's repr (the shortest digits that round-trip, positional
+// when the decimal exponent is in (-4, 16], else d.ddde±XX), with NaN, Infinity and -Infinity.
+func pyFloat(f float64) string {
 	switch {
 	case math.IsNaN(f):
-		if json {
-			return "NaN"
-		}
-		return "nan"
+		return "NaN"
 	case math.IsInf(f, 1):
-		if json {
-			return "Infinity"
-		}
-		return "inf"
+		return "Infinity"
 	case math.IsInf(f, -1):
-		if json {
-			return "-Infinity"
-		}
-		return "-inf"
+		return "-Infinity"
 	}
 	sign := ""
 	if math.Signbit(f) {
@@ -298,10 +289,6 @@ func strftime(t time.Time, format string) string {
 			}
 			b.WriteString(s)
 		}
-		hour12 := t.Hour() % 12
-		if hour12 == 0 {
-			hour12 = 12
-		}
 		switch format[i] {
 		case 'a':
 			b.WriteString(t.Weekday().String()[:3])
@@ -322,7 +309,7 @@ func strftime(t time.Time, format string) string {
 		case 'H':
 			num(t.Hour(), 2)
 		case 'I':
-			num(hour12, 2)
+			num((t.Hour()+11)%12+1, 2)
 		case 'j':
 			num(t.YearDay(), 3)
 		case 'm':
