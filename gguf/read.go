@@ -176,31 +176,31 @@ func (d *decoder) u64(what string) (uint64, error) {
 }
 
 func (d *decoder) str(what string) (string, error) {
-	at := d.off
-	if d.left() < 8 { // checked here so that no message is built on success
-		return "", fmt.Errorf("%s length (8 bytes) at offset %d: %w", what, at, ErrTruncated)
-	}
-	n := binary.LittleEndian.Uint64(d.b[d.off:])
-	d.off += 8
-	if n > uint64(d.left()) {
-		return "", fmt.Errorf("%s at offset %d claims %d bytes but only %d remain in the file: %w", what, at, n, d.left(), ErrTruncated)
-	}
-	p, _ := d.bytes(int(n), what)
-	return string(p), nil
+	p, err := d.strBytes(what)
+	return string(p), err
 }
 
 // skipStr checks and steps over a string, returning its length.
 func (d *decoder) skipStr() (int, error) {
+	p, err := d.strBytes("string")
+	return len(p), err
+}
+
+// strBytes reads a length-prefixed string, checking the claimed length
+// against the bytes left before it moves past them.
+func (d *decoder) strBytes(what string) ([]byte, error) {
 	at := d.off
-	n, err := d.u64("string length")
-	if err != nil {
-		return 0, err
+	if d.left() < 8 { // checked here so that no message is built on success
+		return nil, fmt.Errorf("%s length (8 bytes) at offset %d: %w", what, at, ErrTruncated)
 	}
+	n := binary.LittleEndian.Uint64(d.b[d.off:])
+	d.off += 8
 	if n > uint64(d.left()) {
-		return 0, fmt.Errorf("string at offset %d claims %d bytes but only %d remain in the file: %w", at, n, d.left(), ErrTruncated)
+		return nil, fmt.Errorf("%s at offset %d claims %d bytes but only %d remain in the file: %w", what, at, n, d.left(), ErrTruncated)
 	}
+	p := d.b[d.off : d.off+int(n)]
 	d.off += int(n)
-	return int(n), nil
+	return p, nil
 }
 
 // count reads an element count and checks that at least minEach bytes per
