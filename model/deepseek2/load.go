@@ -42,11 +42,7 @@ func (b *binder) info(name string, dims ...int) *gguf.TensorInfo {
 		b.err = fmt.Errorf("tensor %s is missing", name)
 		return nil
 	}
-	want := make([]uint64, len(dims))
-	for i, d := range dims {
-		want[i] = uint64(d)
-	}
-	if !slices.Equal(t.Dims, want) {
+	if want := dims64(dims); !slices.Equal(t.Dims, want) {
 		b.err = fmt.Errorf("tensor %s has shape %v, want %v", name, t.Dims, want)
 		return nil
 	}
@@ -74,6 +70,15 @@ func (b *binder) opt(name string, dims ...int) backend.Weight {
 	return b.get(name, dims...)
 }
 
+// dims64 is dims in GGUF's type.
+func dims64(dims []int) []uint64 {
+	u := make([]uint64, len(dims))
+	for i, d := range dims {
+		u[i] = uint64(d)
+	}
+	return u
+}
+
 func (b *binder) has(name string) bool { _, ok := b.f.Tensor(name); return ok }
 
 // f32 hands the backend a weight computed at load.
@@ -81,11 +86,7 @@ func (b *binder) f32(name string, vals []float32, dims ...int) backend.Weight {
 	if b.err != nil {
 		return nil
 	}
-	ud := make([]uint64, len(dims))
-	for i, d := range dims {
-		ud[i] = uint64(d)
-	}
-	w, err := b.be.Weight(name, quant.F32, ud, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vals))), 4*len(vals)))
+	w, err := b.be.Weight(name, quant.F32, dims64(dims), unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vals))), 4*len(vals)))
 	if err != nil {
 		b.err = err
 	}
