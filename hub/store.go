@@ -68,14 +68,8 @@ type Local struct {
 func localFiles(store string, ref Ref) ([]RemoteFile, error) {
 	root := repoDir(store, ref)
 	var files []RemoteFile
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p == root {
-				return fs.SkipAll
-			}
-			return err
-		}
-		if !d.Type().IsRegular() || !strings.HasSuffix(strings.ToLower(d.Name()), ".gguf") {
+	err := walkRepo(root, func(p string, d fs.DirEntry) error {
+		if !strings.HasSuffix(strings.ToLower(d.Name()), ".gguf") {
 			return nil
 		}
 		info, err := d.Info()
@@ -89,10 +83,28 @@ func localFiles(store string, ref Ref) ([]RemoteFile, error) {
 		files = append(files, RemoteFile{Path: filepath.ToSlash(rel), Size: info.Size()})
 		return nil
 	})
+	return files, err
+}
+
+// walkRepo calls fn for each regular file under a repository's directory
+// in the store; a repository with no directory has none.
+func walkRepo(root string, fn func(p string, d fs.DirEntry) error) error {
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == root {
+				return fs.SkipAll
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		return fn(p, d)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("model store: %w", err)
+		return fmt.Errorf("model store: %w", err)
 	}
-	return files, nil
+	return nil
 }
 
 // findLocal returns the stored file ref names, or "" when it is not stored.
@@ -172,10 +184,8 @@ func describeLocal(store string, ref Ref, f RemoteFile, all []RemoteFile) (Local
 		}
 	}
 	l := Local{Name: name.String(), Path: p, Size: st.Size(), Modified: st.ModTime()}
-	if b, err := os.ReadFile(p + ".sha256"); err == nil {
-		if sum, _, _ := strings.Cut(string(b), " "); isSHA256(sum) {
-			l.SHA256 = sum
-		}
+	if sum := storedSum(p); isSHA256(sum) {
+		l.SHA256 = sum
 	}
 	return l, nil
 }
@@ -251,14 +261,8 @@ func Remove(ref string, opts Options) ([]string, error) {
 func findPartials(store string, ref Ref, target string) ([]string, error) {
 	root := repoDir(store, ref)
 	var out []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p == root {
-				return fs.SkipAll
-			}
-			return err
-		}
-		if !d.Type().IsRegular() || !strings.HasSuffix(d.Name(), ".partial") {
+	err := walkRepo(root, func(p string, d fs.DirEntry) error {
+		if !strings.HasSuffix(d.Name(), ".partial") {
 			return nil
 		}
 		final := strings.TrimSuffix(p, ".partial")
@@ -278,10 +282,7 @@ func findPartials(store string, ref Ref, target string) ([]string, error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("model store: %w", err)
-	}
-	return out, nil
+	return out, err
 }
 
 // pruneEmpty removes empty directories from dir up to, not including, stop.
