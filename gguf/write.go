@@ -138,11 +138,8 @@ func (w *Writer) WriteHeader() error {
 	if err := w.pad(e.n); err != nil {
 		return err
 	}
-	w.cur = 0
-	if len(w.tensors) > 0 {
-		w.curLeft = w.tensors[0].Size
-	}
-	w.skipEmpty()
+	w.cur, w.curLeft = -1, 0
+	w.next()
 	return nil
 }
 
@@ -159,8 +156,10 @@ func (w *Writer) pad(n int64) error {
 	return nil
 }
 
-func (w *Writer) skipEmpty() {
-	for w.cur < len(w.tensors) && w.curLeft == 0 {
+// next moves on from a finished tensor to the next one with data to come,
+// skipping empty ones.
+func (w *Writer) next() {
+	for w.curLeft == 0 && w.cur < len(w.tensors) {
 		w.cur++
 		if w.cur < len(w.tensors) {
 			w.curLeft = w.tensors[w.cur].Size
@@ -193,11 +192,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 				return written, err
 			}
 			w.pos = int64(w.align(uint64(w.pos)))
-			w.cur++
-			if w.cur < len(w.tensors) {
-				w.curLeft = w.tensors[w.cur].Size
-			}
-			w.skipEmpty()
+			w.next()
 		}
 	}
 	return written, nil
