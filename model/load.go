@@ -49,6 +49,11 @@ func NewBackend(name string, threads int) (backend.Backend, error) {
 	case threads > MaxThreads:
 		return nil, fmt.Errorf("threads: %d is more than %d (0: one per core)", threads, MaxThreads)
 	}
+	if name == "cpu" || name == "" || name == "auto" {
+		if err := cpu.CheckEnv(); err != nil {
+			return nil, err
+		}
+	}
 	switch name {
 	case "cpu":
 		return cpu.New(threads), nil
