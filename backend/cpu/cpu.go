@@ -41,7 +41,7 @@ type CPU struct {
 	attn   attnJob   // the running attention
 	swiglu swigluJob
 	moe    moeBufs
-	// per-worker results of a four-token kernel
+	// per-worker results of the multi-row and multi-token kernels
 	quads  [][4]float32
 	tiles  [][16]float32
 	tiles8 [][32]float32
@@ -54,7 +54,10 @@ func New(threads int) *CPU {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	return &CPU{pool: newPool(threads), packBudget: int64(sysmem.Physical() / 2)}
+	return &CPU{
+		pool: newPool(threads), packBudget: int64(sysmem.Physical() / 2),
+		quads: make([][4]float32, threads), tiles: make([][16]float32, threads), tiles8: make([][32]float32, threads),
+	}
 }
 
 // Name identifies the backend.

@@ -11,10 +11,8 @@ import (
 // kernel reads: 8-bit blocks for the integer kernels, rounded float32 rows
 // for the float path. Its buffers grow to the largest batch and are reused.
 type acts struct {
-	format actFormat
-	rows   int
-	k      int // values per row
-	blocks int // blocks per row
+	rows int
+	k    int // values per row
 
 	qs    []int8
 	d     []float32
@@ -34,64 +32,53 @@ func grow[T any](s []T, n int) []T {
 // prepare converts rows [0, s.rows) of s, columns [off, off+k), for a weight
 // of type typ; quantized when an integer kernel will run, else as floats.
 func (a *acts) prepare(s *tensor, off, k int, typ quant.Type, integer bool) {
-	a.format, a.rows, a.k = actFormatOf(typ), s.rows, k
 	T := s.rows
+	a.rows, a.k = T, k
+	x := func(t int) []float32 { return s.data[t*s.stride+off : t*s.stride+off+k] }
 	if !integer {
 		a.f = grow(a.f, T*k)
 		round := actRounding(typ)
 		for t := 0; t < T; t++ {
-			x := s.data[t*s.stride+off : t*s.stride+off+k]
 			if round != nil {
-				round(x, a.f[t*k:(t+1)*k])
+				round(x(t), a.f[t*k:(t+1)*k])
 			} else {
-				copy(a.f[t*k:(t+1)*k], x)
+				copy(a.f[t*k:(t+1)*k], x(t))
 			}
 		}
 		return
 	}
 	a.qs = grow(a.qs, T*k)
-	switch a.format {
+	a.rs = grow(a.rs, T)
+	switch actFormatOf(typ) {
 	case actQ8_0:
-		a.blocks = k / 32
-		a.d = grow(a.d, T*a.blocks)
-		a.b8 = grow(a.b8, T*a.blocks)
-		nb := a.blocks
-		for t := 0; t < T; t++ {
-			x := s.data[t*s.stride+off : t*s.stride+off+k]
-			quantRowQ8_0(x, a.qs[t*k:(t+1)*k], a.d[t*nb:(t+1)*nb], a.b8[t*nb:(t+1)*nb])
+		nb := k / 32
+		a.d = grow(a.d, T*nb)
+		a.b8 = grow(a.b8, T*nb)
+		for t := range a.rs {
+			r := arow{qs: a.qs[t*k : (t+1)*k], d: a.d[t*nb : (t+1)*nb], b8: a.b8[t*nb : (t+1)*nb]}
+			quantRowQ8_0(x(t), r.qs, r.d, r.b8)
+			a.rs[t] = r
 		}
 	case actQ8K:
-		a.blocks = k / quant.QK_K
-		a.d = grow(a.d, T*a.blocks)
+		nb := k / quant.QK_K
+		a.d = grow(a.d, T*nb)
 		a.bsums = grow(a.bsums, T*k/16)
-		for t := 0; t < T; t++ {
-			x := s.data[t*s.stride+off : t*s.stride+off+k]
-			for b := 0; b < a.blocks; b++ {
-				o := t*k + b*quant.QK_K
-				a.d[t*a.blocks+b] = quantQ8K(x[b*quant.QK_K:(b+1)*quant.QK_K], a.qs[o:o+quant.QK_K], a.bsums[o/16:o/16+16])
+		for t := range a.rs {
+			r := arow{qs: a.qs[t*k : (t+1)*k], d: a.d[t*nb : (t+1)*nb], bsums: a.bsums[t*k/16 : (t+1)*k/16]}
+			xt := x(t)
+			for b := range r.d {
+				o := b * quant.QK_K
+				r.d[b] = quantQ8K(xt[o:o+quant.QK_K], r.qs[o:o+quant.QK_K], r.bsums[o/16:o/16+16])
 			}
+			a.rs[t] = r
 		}
 	default:
 		panic(fmt.Sprintf("cpu: no integer kernel for %s", typ))
-	}
-	a.rs = grow(a.rs, T)
-	for t := range a.rs {
-		a.rs[t] = a.cut(t)
 	}
 }
 
 // row is token t's quantized activations.
 func (a *acts) row(t int) arow { return a.rs[t] }
-
-func (a *acts) cut(t int) arow {
-	r := arow{qs: a.qs[t*a.k : (t+1)*a.k], d: a.d[t*a.blocks : (t+1)*a.blocks]}
-	if a.format == actQ8_0 {
-		r.b8 = a.b8[t*a.blocks : (t+1)*a.blocks]
-	} else {
-		r.bsums = a.bsums[t*a.k/16 : (t+1)*a.k/16]
-	}
-	return r
-}
 
 // kernels is the dot-product kernel chosen for each weight type at start:
 // SIMD where the CPU has it, the pure-Go kernel otherwise. LATENT_CPU=generic
@@ -253,20 +240,25 @@ func (j *mmJob) put(t, c int, v float32) {
 // matmul computes dst[t][dstOff+o] (+)= W[rowOff+o] · src[t][srcOff:] for o
 // in [0, out), splitting output rows across workers.
 func (c *CPU) matmul(d *tensor, dstOff, out int, w *weight, rowOff int, s *tensor, srcOff int, accumulate bool) {
-	c.act.prepare(s, srcOff, int(w.dims[0]), w.typ, kernels[w.typ].one != nil)
-	c.mm = mmJob{c: c, d: d, dstOff: dstOff, w: w, rowOff: rowOff, a: &c.act, kern: kernels[w.typ], accumulate: accumulate}
+	j := c.prepareMatMul(w, s, srcOff)
+	j.d, j.dstOff, j.rowOff, j.accumulate = d, dstOff, rowOff, accumulate
 	c.runMatMul(out)
+}
+
+// prepareMatMul converts columns [srcOff, srcOff+w.dims[0]) of s for w's
+// kernel and returns c.mm set to multiply them by w; the caller says where
+// the products go.
+func (c *CPU) prepareMatMul(w *weight, s *tensor, srcOff int) *mmJob {
+	k := kernels[w.typ]
+	c.act.prepare(s, srcOff, int(w.dims[0]), w.typ, k.one != nil)
+	c.mm = mmJob{c: c, w: w, a: &c.act, kern: k}
+	return &c.mm
 }
 
 // runMatMul runs c.mm over out output rows, its activations prepared.
 func (c *CPU) runMatMul(out int) {
 	if c.mm.kern.one == nil {
 		c.scratch(c.act.k)
-	}
-	if len(c.quads) < c.pool.n {
-		c.quads = make([][4]float32, c.pool.n)
-		c.tiles = make([][16]float32, c.pool.n)
-		c.tiles8 = make([][32]float32, c.pool.n)
 	}
 	align := 4
 	if c.mm.w.packed != nil {

@@ -132,8 +132,8 @@ func (c *CPU) headMatMul(d *tensor, dstStride int, w *weight, s *tensor, srcStri
 	// layer, each head's a few hundred KB): head h of token t is row
 	// t·heads+h of src seen as rows of srcStride values.
 	rows := tensor{data: s.data, rows: s.rows * heads, cols: in, stride: srcStride}
-	c.act.prepare(&rows, 0, in, w.typ, kernels[w.typ].one != nil)
-	c.mm = mmJob{c: c, d: d, w: w, a: &c.act, kern: kernels[w.typ], heads: heads, per: out, dstStride: dstStride}
+	j := c.prepareMatMul(w, &rows, 0)
+	j.d, j.heads, j.per, j.dstStride = d, heads, out, dstStride
 	c.runMatMul(heads * out)
 }
 
