@@ -2,14 +2,11 @@ package engine_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/latent-ai/latent/backend"
 	"github.com/latent-ai/latent/engine"
-	"github.com/latent-ai/latent/model"
 	"github.com/latent-ai/latent/model/deepseek2"
 )
 
@@ -38,24 +35,12 @@ func (f *fastModel) StartArgmax(tokens []int32) (backend.Pending, error) {
 // argmax-only fast path as through the logits and the sampler, and the fast
 // path runs exactly when the sampler is plain greedy.
 func TestGreedyFastPathSameTokens(t *testing.T) {
-	dir := "../../shared/golden/models"
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("no golden models: %v", err)
-	}
 	if _, ok := any(slowModel{}).(engine.Greedy); ok {
 		t.Fatal("slowModel is still an engine.Greedy")
 	}
 	for _, name := range []string{"tiny-youtu-q4_0", "tiny-glm-q4_0", "tiny-dsv2-q8_0"} {
 		t.Run(name, func(t *testing.T) {
-			load := func() *deepseek2.Model {
-				lm, err := model.Load(filepath.Join(dir, name+".gguf"), model.Options{Backend: "cpu", Context: 128, Threads: 2})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { lm.Close() })
-				return lm.Model
-			}
-			slow, fast := slowModel{load()}, &fastModel{Model: load()}
+			slow, fast := slowModel{loadGolden(t, name, "cpu", 128)}, &fastModel{Model: loadGolden(t, name, "cpu", 128)}
 			for _, tc := range []struct {
 				name     string
 				opts     engine.SamplerOptions
