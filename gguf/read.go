@@ -344,20 +344,14 @@ func (d *decoder) tensorInfo() (TensorInfo, error) {
 		return t, fmt.Errorf("%d dimensions (must be 1 to %d)", rank, MaxDims)
 	}
 	t.Dims = make([]uint64, rank)
-	// The product of the non-zero dimensions must fit in an int64, so that
-	// no partial product a consumer computes can overflow either, whatever
-	// the order and even when another dimension is zero.
-	elements, product := uint64(1), uint64(1)
 	for j := range t.Dims {
 		if t.Dims[j], err = d.u64("dimension"); err != nil {
 			return t, err
 		}
-		hi, lo := bits.Mul64(product, max(t.Dims[j], 1))
-		if hi != 0 || lo > math.MaxInt64 {
-			return t, fmt.Errorf("dimensions %v overflow the element count", t.Dims[:j+1])
-		}
-		product = lo
-		elements *= t.Dims[j]
+	}
+	n, err := elements(t.Dims)
+	if err != nil {
+		return t, err
 	}
 	typ, err := d.u32("type")
 	if err != nil {
@@ -370,13 +364,30 @@ func (d *decoder) tensorInfo() (TensorInfo, error) {
 	if t.Dims[0]%uint64(t.Type.BlockSize()) != 0 {
 		return t, fmt.Errorf("row length %d is not a multiple of the %s block size %d", t.Dims[0], t.Type, t.Type.BlockSize())
 	}
-	if t.Size, err = t.Type.RowBytes(int64(elements)); err != nil {
+	if t.Size, err = t.Type.RowBytes(n); err != nil {
 		return t, err
 	}
 	if t.Offset, err = d.u64("offset"); err != nil {
 		return t, err
 	}
 	return t, nil
+}
+
+// elements is the weight count of a tensor with dims. Reader and writer
+// both demand that the product of the non-zero dimensions fit in an int64, so
+// that no partial product a consumer computes can overflow either, whatever
+// the order and even when another dimension is zero (an empty tensor).
+func elements(dims []uint64) (int64, error) {
+	n, product := uint64(1), uint64(1)
+	for _, d := range dims {
+		hi, lo := bits.Mul64(product, max(d, 1))
+		if hi != 0 || lo > math.MaxInt64 {
+			return 0, fmt.Errorf("dimensions %v overflow the element count", dims)
+		}
+		product = lo
+		n *= d
+	}
+	return int64(n), nil
 }
 
 // checkData verifies that every tensor lies inside the file and that no two

@@ -71,15 +71,9 @@ func (w *Writer) AddTensor(name string, typ quant.Type, dims ...uint64) error {
 	if !typ.Known() {
 		return fmt.Errorf("gguf: tensor %q has unknown type %d", name, uint32(typ))
 	}
-	// As the reader demands: the product of the non-zero dimensions fits in
-	// an int64. A zero dimension makes an empty tensor, which ggml allows.
-	n, product := int64(1), int64(1)
-	for _, d := range dims {
-		if max(d, 1) > uint64(math.MaxInt64/product) {
-			return fmt.Errorf("gguf: tensor %q: dimensions %v overflow the element count", name, dims)
-		}
-		product *= int64(max(d, 1))
-		n *= int64(d)
+	n, err := elements(dims)
+	if err != nil {
+		return fmt.Errorf("gguf: tensor %q: %w", name, err)
 	}
 	if dims[0]%uint64(typ.BlockSize()) != 0 {
 		return fmt.Errorf("gguf: tensor %q: row length %d is not a multiple of the %s block size %d", name, dims[0], typ, typ.BlockSize())
