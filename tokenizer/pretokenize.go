@@ -362,135 +362,114 @@ func asciiSpace(expr string) string {
 // gpt2Splitter is llama.cpp's hand-written equivalent of regexGPT2.
 type gpt2Splitter struct{}
 
-func (gpt2Splitter) split(t *splitText, pieces []int) []int {
-	out := make([]int, 0, len(pieces))
-	start := 0
-	for _, n := range pieces {
-		lo, hi := start, start+n
-		start = hi
-		w := window{t, lo, hi, lo, &out}
-		for pos := lo; pos < hi; {
-			c, f := t.cps[pos], t.cls[pos]
-			if end := contractionEnd(t.cps, pos, hi, false); end > pos { // 's|'t|'re|'ve|'m|'ll|'d
-				pos = w.cut(end)
-				continue
-			}
-			f2 := f
-			if c == ' ' {
-				f2 = w.class(pos + 1)
-			}
-			if run := f2 & (cLetter | cNumber); run != 0 { // ' ?\p{L}+' or ' ?\p{N}+'
-				if c == ' ' {
-					pos++
-				}
-				for w.class(pos).is(run) {
-					pos++
-				}
-				pos = w.cut(pos)
-				continue
-			}
-			if !f2.is(cSpace|cLetter|cNumber) && f2 != 0 { // ' ?[^\s\p{L}\p{N}]+'
-				if c == ' ' {
-					pos++
-				}
-				for f2 = w.class(pos); !f2.is(cSpace|cLetter|cNumber) && f2 != 0; f2 = w.class(pos) {
-					pos++
-				}
-				pos = w.cut(pos)
-				continue
-			}
-			spaces := 0
-			for w.class(pos + spaces).is(cSpace) {
-				spaces++
-			}
-			switch {
-			case spaces > 1 && pos+spaces < hi: // '\s+(?!\S)': leave the last space to the next word
-				pos = w.cut(pos + spaces - 1)
-			case spaces > 0:
-				pos = w.cut(pos + spaces)
-			default:
-				pos = w.cut(pos + 1)
-			}
-		}
+func (gpt2Splitter) split(t *splitText, pieces []int) []int { return eachWord(t, pieces, gpt2Word) }
+
+func gpt2Word(w *window, pos int) int {
+	t, hi := w.t, w.hi
+	c, f := t.cps[pos], t.cls[pos]
+	if end := contractionEnd(t.cps, pos, hi, false); end > pos { // 's|'t|'re|'ve|'m|'ll|'d
+		return w.cut(end)
 	}
-	return out
+	f2 := f
+	if c == ' ' {
+		f2 = w.class(pos + 1)
+	}
+	if run := f2 & (cLetter | cNumber); run != 0 { // ' ?\p{L}+' or ' ?\p{N}+'
+		if c == ' ' {
+			pos++
+		}
+		for w.class(pos).is(run) {
+			pos++
+		}
+		return w.cut(pos)
+	}
+	if !f2.is(cSpace|cLetter|cNumber) && f2 != 0 { // ' ?[^\s\p{L}\p{N}]+'
+		if c == ' ' {
+			pos++
+		}
+		for f2 = w.class(pos); !f2.is(cSpace|cLetter|cNumber) && f2 != 0; f2 = w.class(pos) {
+			pos++
+		}
+		return w.cut(pos)
+	}
+	spaces := 0
+	for w.class(pos + spaces).is(cSpace) {
+		spaces++
+	}
+	switch {
+	case spaces > 1 && pos+spaces < hi: // '\s+(?!\S)': leave the last space to the next word
+		return w.cut(pos + spaces - 1)
+	case spaces > 0:
+		return w.cut(pos + spaces)
+	default:
+		return w.cut(pos + 1)
+	}
 }
 
 // llama3Splitter is llama.cpp's hand-written equivalent of regexLlama3.
 type llama3Splitter struct{}
 
-func (llama3Splitter) split(t *splitText, pieces []int) []int {
-	out := make([]int, 0, len(pieces))
-	start := 0
-	for _, n := range pieces {
-		lo, hi := start, start+n
-		start = hi
-		w := window{t, lo, hi, lo, &out}
-		for pos := lo; pos < hi; {
-			c, f := t.cps[pos], t.cls[pos]
-			if end := contractionEnd(t.cps, pos, hi, true); end > pos { // (?i:'s|'t|'re|'ve|'m|'ll|'d)
-				pos = w.cut(end)
-				continue
-			}
-			// [^\r\n\p{L}\p{N}]?\p{L}+
-			if !(c == '\r' || c == '\n' || f.is(cNumber)) && (f.is(cLetter) || w.class(pos+1).is(cLetter)) {
-				pos++
-				for w.class(pos).is(cLetter) {
-					pos++
-				}
-				pos = w.cut(pos)
-				continue
-			}
-			if f.is(cNumber) { // \p{N}{1,3}
-				from := pos
-				for w.class(pos).is(cNumber) {
-					pos++
-					if pos-from >= 3 {
-						w.cut(pos)
-						from = pos
-					}
-				}
-				pos = w.cut(pos)
-				continue
-			}
-			// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
-			f2 := f
-			if c == ' ' {
-				f2 = w.class(pos + 1)
-			}
-			if !f2.is(cSpace|cLetter|cNumber) && f != 0 {
-				if c == ' ' {
-					pos++
-				}
-				for f2 = w.class(pos); !f2.is(cSpace|cLetter|cNumber) && f2 != 0; f2 = w.class(pos) {
-					pos++
-				}
-				for pos < hi && (t.cps[pos] == '\r' || t.cps[pos] == '\n') {
-					pos++
-				}
-				pos = w.cut(pos)
-				continue
-			}
-			spaces, lastNewline := 0, 0
-			for w.class(pos + spaces).is(cSpace) {
-				if r := t.cps[pos+spaces]; r == '\r' || r == '\n' {
-					lastNewline = pos + spaces + 1
-				}
-				spaces++
-			}
-			switch {
-			case lastNewline > 0: // \s*[\r\n]+
-				pos = w.cut(lastNewline)
-			case spaces > 1 && pos+spaces < hi: // \s+(?!\S)
-				pos = w.cut(pos + spaces - 1)
-			case spaces > 0: // \s+
-				pos = w.cut(pos + spaces)
-			default:
-				pos = w.cut(pos + 1)
+func (llama3Splitter) split(t *splitText, pieces []int) []int { return eachWord(t, pieces, llama3Word) }
+
+func llama3Word(w *window, pos int) int {
+	t, hi := w.t, w.hi
+	c, f := t.cps[pos], t.cls[pos]
+	if end := contractionEnd(t.cps, pos, hi, true); end > pos { // (?i:'s|'t|'re|'ve|'m|'ll|'d)
+		return w.cut(end)
+	}
+	// [^\r\n\p{L}\p{N}]?\p{L}+
+	if !(c == '\r' || c == '\n' || f.is(cNumber)) && (f.is(cLetter) || w.class(pos+1).is(cLetter)) {
+		pos++
+		for w.class(pos).is(cLetter) {
+			pos++
+		}
+		return w.cut(pos)
+	}
+	if f.is(cNumber) { // \p{N}{1,3}
+		from := pos
+		for w.class(pos).is(cNumber) {
+			pos++
+			if pos-from >= 3 {
+				w.cut(pos)
+				from = pos
 			}
 		}
+		return w.cut(pos)
 	}
-	return out
+	// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+	f2 := f
+	if c == ' ' {
+		f2 = w.class(pos + 1)
+	}
+	if !f2.is(cSpace|cLetter|cNumber) && f != 0 {
+		if c == ' ' {
+			pos++
+		}
+		for f2 = w.class(pos); !f2.is(cSpace|cLetter|cNumber) && f2 != 0; f2 = w.class(pos) {
+			pos++
+		}
+		for pos < hi && (t.cps[pos] == '\r' || t.cps[pos] == '\n') {
+			pos++
+		}
+		return w.cut(pos)
+	}
+	spaces, lastNewline := 0, 0
+	for w.class(pos + spaces).is(cSpace) {
+		if r := t.cps[pos+spaces]; r == '\r' || r == '\n' {
+			lastNewline = pos + spaces + 1
+		}
+		spaces++
+	}
+	switch {
+	case lastNewline > 0: // \s*[\r\n]+
+		return w.cut(lastNewline)
+	case spaces > 1 && pos+spaces < hi: // \s+(?!\S)
+		return w.cut(pos + spaces - 1)
+	case spaces > 0: // \s+
+		return w.cut(pos + spaces)
+	default:
+		return w.cut(pos + 1)
+	}
 }
 
 // contractionEnd is the end of the English contraction ('s, 't, 're, 've,
@@ -517,6 +496,21 @@ func contractionEnd(cps []rune, pos, hi int, fold bool) int {
 		}
 	}
 	return pos
+}
+
+// eachWord runs a hand-written splitter's word function through every piece:
+// word(w, pos) cuts the word that starts at pos and returns where it ends.
+func eachWord(t *splitText, pieces []int, word func(w *window, pos int) int) []int {
+	out := make([]int, 0, len(pieces))
+	start := 0
+	for _, n := range pieces {
+		w := window{t, start, start + n, start, &out}
+		start += n
+		for pos := w.lo; pos < w.hi; {
+			pos = word(&w, pos)
+		}
+	}
+	return out
 }
 
 // window is the piece a hand-written splitter is working through.
