@@ -165,10 +165,10 @@ func stem(file string) string {
 	return base[:len(base)-len(path.Ext(base))]
 }
 
-// QuantTag is the quantization a GGUF file's name declares ("Q4_K_M" for
+// quantTag is the quantization a GGUF file's name declares ("Q4_K_M" for
 // "GLM-4.7-Flash-Q4_K_M.gguf", "Q8_0" for "model.q8_0.gguf"), upper-cased,
 // or "" when the name declares none. The last such part of the name wins.
-func QuantTag(file string) string {
+func quantTag(file string) string {
 	parts := strings.FieldsFunc(stem(file), func(r rune) bool { return r == '-' || r == '.' || r == ' ' })
 	for i := len(parts) - 1; i >= 0; i-- {
 		p := parts[i]
@@ -190,7 +190,7 @@ func QuantTag(file string) string {
 // name as a whole part ("UD-Q4_K_XL", "imatrix"), 0 otherwise. Both are
 // case-insensitive; "Q4_K" does not match "Q4_K_M".
 func matchesQuant(file, quant string) int {
-	if strings.EqualFold(QuantTag(file), quant) {
+	if strings.EqualFold(quantTag(file), quant) {
 		return 2
 	}
 	s, q := strings.ToUpper(stem(file)), strings.ToUpper(quant)
@@ -231,7 +231,7 @@ func quantRank(tag string) int {
 type model struct {
 	Files  []RemoteFile // one, or the parts in order
 	Stem   string
-	Tag    string // QuantTag, may be empty
+	Tag    string // quantTag, may be empty
 	Size   int64  // all parts
 	Parts  int    // declared part count (1 for a single file)
 	Unused bool   // mmproj and similar companions, never chosen by default
@@ -260,7 +260,7 @@ func groupModels(files []RemoteFile) []*model {
 		md := byKey[key]
 		if md == nil {
 			lower := strings.ToLower(path.Base(f.Path))
-			md = &model{Stem: stem(f.Path), Tag: QuantTag(f.Path), Parts: parts,
+			md = &model{Stem: stem(f.Path), Tag: quantTag(f.Path), Parts: parts,
 				Unused: strings.Contains(lower, "mmproj") || strings.Contains(lower, "imatrix")}
 			byKey[key] = md
 			out = append(out, md)

@@ -76,8 +76,8 @@ func TestQuantTag(t *testing.T) {
 		"DeepSeek-V2-Lite-Chat-Q4_K_M-GGUF.Q4.gguf": "Q4",
 	}
 	for file, want := range tests {
-		if got := QuantTag(file); got != want {
-			t.Errorf("QuantTag(%q) = %q, want %q", file, got, want)
+		if got := quantTag(file); got != want {
+			t.Errorf("quantTag(%q) = %q, want %q", file, got, want)
 		}
 	}
 }

@@ -177,7 +177,7 @@ func describeLocal(store string, ref Ref, f RemoteFile, all []RemoteFile) (Local
 		return Local{}, fmt.Errorf("model store: %w", err)
 	}
 	name := Ref{Owner: ref.Owner, Repo: ref.Repo, File: f.Path}
-	if tag := QuantTag(f.Path); tag != "" && !splitRe.MatchString(f.Path) {
+	if tag := quantTag(f.Path); tag != "" && !splitRe.MatchString(f.Path) {
 		byTag := Ref{Owner: ref.Owner, Repo: ref.Repo, Quant: tag}
 		if m, _, err := choose(byTag, all); err == nil && m.Files[0].Path == f.Path {
 			name = byTag
