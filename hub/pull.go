@@ -165,6 +165,9 @@ func (c *client) download(ctx context.Context, url, final, file, sha string, siz
 	bar := newProgress(c.progress, filepath.Base(final), size, have)
 	defer bar.finish()
 
+	interrupted := func() error {
+		return fmt.Errorf("%w: %s of %s kept in %s; pull again to resume", ErrInterrupted, units.Bytes(have), units.Bytes(size), part)
+	}
 	failures := 0
 	for have < size {
 		n, restart, err := c.fetch(ctx, url, f, h, bar, have, size)
@@ -177,7 +180,7 @@ func (c *client) download(ctx context.Context, url, final, file, sha string, siz
 			continue
 		}
 		if ctx.Err() != nil {
-			return resumed, fmt.Errorf("%w: %s of %s kept in %s; pull again to resume", ErrInterrupted, units.Bytes(have), units.Bytes(size), part)
+			return resumed, interrupted()
 		}
 		var perm permanentError
 		if errors.As(err, &perm) {
@@ -196,7 +199,7 @@ func (c *client) download(ctx context.Context, url, final, file, sha string, siz
 		}
 		select {
 		case <-ctx.Done():
-			return resumed, fmt.Errorf("%w: %s of %s kept in %s; pull again to resume", ErrInterrupted, units.Bytes(have), units.Bytes(size), part)
+			return resumed, interrupted()
 		case <-time.After(wait):
 		}
 	}
