@@ -79,14 +79,8 @@ func TestBenchTableAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	truncated := filepath.Join(dir, "truncated.gguf")
-	if err := os.WriteFile(truncated, data[:100000], 0o644); err != nil {
-		t.Fatal(err)
-	}
-	text := filepath.Join(dir, "notes.txt")
-	if err := os.WriteFile(text, []byte("not a model\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	truncated := writeFile(t, dir, "truncated.gguf", data[:100000])
+	text := writeFile(t, dir, "notes.txt", "not a model\n")
 	for _, tc := range []struct {
 		args []string
 		want string

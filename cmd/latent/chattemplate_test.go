@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,13 +18,11 @@ func TestChatTemplateGolden(t *testing.T) {
 	dir := t.TempDir()
 	for i, c := range cases {
 		t.Run(c.Template+"/"+c.Case, func(t *testing.T) {
-			msgs := filepath.Join(dir, strings.Repeat("m", i+1)+".json")
-			os.WriteFile(msgs, c.Input.Messages, 0o644)
+			msgs := writeFile(t, dir, strings.Repeat("m", i+1)+".json", c.Input.Messages)
 			args := []string{"chat-template", filepath.Join(goldenDir, "templates", c.Template+".jinja"),
 				"--messages", msgs, "--bos-token", c.BOSToken, "--eos-token", c.EOSToken}
 			if c.Input.Tools != nil {
-				tools := filepath.Join(dir, strings.Repeat("t", i+1)+".json")
-				os.WriteFile(tools, c.Input.Tools, 0o644)
+				tools := writeFile(t, dir, strings.Repeat("t", i+1)+".json", c.Input.Tools)
 				args = append(args, "--tools", tools)
 			}
 			if !c.Input.AddGenerationPrompt {
@@ -45,9 +42,8 @@ func TestChatTemplateGolden(t *testing.T) {
 // TestChatTemplateFromModel reads the template and the special tokens from a model file.
 func TestChatTemplateFromModel(t *testing.T) {
 	dir := t.TempDir()
-	tmpl := filepath.Join(dir, "t.jinja")
-	os.WriteFile(tmpl, []byte("{{ bos_token }}|{% for m in messages %}{{ m.role }}:{{ m.content }}|{% endfor %}"+
-		"{% if add_generation_prompt %}assistant:{% endif %}{{ eos_token }}"), 0o644)
+	tmpl := writeFile(t, dir, "t.jinja", "{{ bos_token }}|{% for m in messages %}{{ m.role }}:{{ m.content }}|{% endfor %}"+
+		"{% if add_generation_prompt %}assistant:{% endif %}{{ eos_token }}")
 	model := filepath.Join(dir, "m.gguf")
 	if _, err := runLatent(t, "synth", "--preset", "tiny-glm", "--layers", "1", "--chat-template", tmpl, "-o", model); err != nil {
 		t.Fatal(err)
@@ -56,8 +52,7 @@ func TestChatTemplateFromModel(t *testing.T) {
 	if bos == "" || eos == "" || bos == eos {
 		t.Fatalf("synth model has bos %q, eos %q", bos, eos)
 	}
-	msgs := filepath.Join(dir, "m.json")
-	os.WriteFile(msgs, []byte(`[{"role":"user","content":"Hi ✓"}]`), 0o644)
+	msgs := writeFile(t, dir, "m.json", `[{"role":"user","content":"Hi ✓"}]`)
 
 	out, err := runLatent(t, "chat-template", model, "--messages", msgs)
 	if want := bos + "|user:Hi ✓|assistant:" + eos; err != nil || out != want {
@@ -119,13 +114,7 @@ func TestChatTemplateStdinAndVars(t *testing.T) {
 
 func TestChatTemplateErrors(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, text string) string { return writeFile(t, dir, name, text) }
 	msgs := write("m.json", `[{"role":"user","content":"Hi"}]`)
 	noMsgs := write("empty.json", `[]`)
 	badJSON := write("bad.json", `[{"role":"user",`)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -19,6 +21,16 @@ func execLatent(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, 
 	root.SetErr(stderr)
 	root.SetArgs(args)
 	return root.ExecuteContext(ctx)
+}
+
+// writeFile writes data to dir/name and returns the path; a failure ends the test.
+func writeFile[D ~string | ~[]byte](t *testing.T, dir, name string, data D) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // runLatent runs the CLI in-process and returns what it printed (standard

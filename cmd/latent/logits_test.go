@@ -213,10 +213,7 @@ func TestLogitsErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	truncated := filepath.Join(t.TempDir(), "truncated.gguf")
-	if err := os.WriteFile(truncated, raw[:len(raw)-1000], 0o644); err != nil {
-		t.Fatal(err)
-	}
+	truncated := writeFile(t, t.TempDir(), "truncated.gguf", raw[:len(raw)-1000])
 	prompt17 := "1017,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"
 	tests := []struct {
 		name string

@@ -134,16 +134,13 @@ func TestShowTensorList(t *testing.T) {
 
 func TestShowErrors(t *testing.T) {
 	dir := t.TempDir()
-	notGGUF := filepath.Join(dir, "notes.txt")
-	os.WriteFile(notGGUF, []byte("hello, world\n"), 0o644)
-	empty := filepath.Join(dir, "empty.gguf")
-	os.WriteFile(empty, nil, 0o644)
+	notGGUF := writeFile(t, dir, "notes.txt", "hello, world\n")
+	empty := writeFile(t, dir, "empty.gguf", "")
 	golden, err := os.ReadFile(filepath.Join(goldenDir, "models", "tiny-youtu-q4_0.gguf"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	truncated := filepath.Join(dir, "truncated.gguf")
-	os.WriteFile(truncated, golden[:len(golden)/2], 0o644)
+	truncated := writeFile(t, dir, "truncated.gguf", golden[:len(golden)/2])
 
 	tests := []struct {
 		args []string
@@ -181,9 +178,7 @@ func TestModelReferences(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "tiny-glm-Q4_0.gguf"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, dir, "tiny-glm-Q4_0.gguf", data)
 	const ref = "hf.co/latent-test/tiny-glm-GGUF:Q4_0"
 	for _, tc := range []struct {
 		args []string

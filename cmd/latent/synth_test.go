@@ -26,10 +26,7 @@ func TestSynthErrors(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "m.gguf")
 	other := t.TempDir()
-	file := filepath.Join(other, "file")
-	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := writeFile(t, other, "file", "x")
 	readOnly := filepath.Join(other, "ro")
 	if err := os.Mkdir(readOnly, 0o555); err != nil {
 		t.Fatal(err)
@@ -85,10 +82,7 @@ func TestSynthErrors(t *testing.T) {
 func TestSynthWrites(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "tiny.gguf")
-	tmpl := filepath.Join(dir, "chat.jinja")
-	if err := os.WriteFile(tmpl, []byte("{% for m in messages %}{{ m.content }}{% endfor %}"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tmpl := writeFile(t, dir, "chat.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}")
 	msg, err := synthCLI(t, "--preset", "tiny-glm", "--type", "q4_k_m", "--seed", "5", "--layers", "2", "--mtp",
 		"--chat-template", tmpl, "-o", out)
 	if err != nil {

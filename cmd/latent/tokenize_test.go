@@ -84,10 +84,7 @@ func TestTokenizeErrors(t *testing.T) {
 	writeTokenizerGGUF(t, badPre, "gpt2", "no-such-pre")
 	badModel := filepath.Join(dir, "bad-model.gguf")
 	writeTokenizerGGUF(t, badModel, "llama", "default")
-	notGGUF := filepath.Join(dir, "text.gguf")
-	if err := os.WriteFile(notGGUF, []byte("hello"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	notGGUF := writeFile(t, dir, "text.gguf", "hello")
 
 	for _, tc := range []struct {
 		args []string
