@@ -9,13 +9,7 @@ import (
 
 func TestReadTokenizations(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, text string) string { return writeFile(t, dir, name, text) }
 	got, err := ReadTokenizations(write("ok.jsonl", `{"text":"a b","ids":[1,2]}`+"\n"+`{"text":"","ids":[]}`+"\n"))
 	if err != nil || len(got) != 2 || got[0].Text != "a b" || len(got[0].IDs) != 2 || got[0].IDs[1] != 2 || got[1].IDs == nil {
 		t.Errorf("ReadTokenizations = %+v, %v", got, err)
@@ -35,13 +29,7 @@ func TestReadTokenizations(t *testing.T) {
 
 func TestReadTemplateCases(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, text string) string { return writeFile(t, dir, name, text) }
 	got, err := ReadTemplateCases(write("ok.json", `[{"template":"T","case":"c","input":{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function"}],"add_generation_prompt":true},"bos_token":"<s>","eos_token":"</s>","output":"out"},
 		{"template":"T","case":"d","input":{"messages":[]},"output":""}]`))
 	if err != nil || len(got) != 2 {
@@ -66,4 +54,14 @@ func TestReadTemplateCases(t *testing.T) {
 	if _, err := ReadTemplateCases(filepath.Join(dir, "missing.json")); err == nil {
 		t.Error("a missing file gave no error")
 	}
+}
+
+// writeFile writes text to dir/name and returns the path; a failure ends the test.
+func writeFile(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
