@@ -198,13 +198,11 @@ func (e *fieldError) Error() string { return e.field + ": " + e.msg }
 
 func jsonKind(v string) string {
 	switch v {
-	case "string", "number", "bool", "array", "object":
-		if v == "bool" {
-			return "a boolean"
-		}
-		if v == "array" || v == "object" {
-			return "an " + v
-		}
+	case "bool":
+		return "a boolean"
+	case "array", "object":
+		return "an " + v
+	case "string", "number":
 		return "a " + v
 	}
 	if strings.HasPrefix(v, "number") {

@@ -41,7 +41,7 @@ func describe(lm *model.Loaded, path, name string) (*Model, error) {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(path), ".gguf")
 	}
-	info := Info{Path: path, Size: lm.File.Size, ContextLength: lm.Model.Context(), Metadata: metadata(lm.File)}
+	info := Info{Path: path, Size: lm.File.Size, Metadata: metadata(lm.File)}
 	if st, err := os.Stat(path); err == nil {
 		info.Modified = st.ModTime()
 	}

@@ -45,7 +45,6 @@ type Info struct {
 	Family        string // general.architecture
 	ParameterSize string // "16B"
 	Quantization  string // the weight type holding the most bytes: "Q4_K"
-	ContextLength int    // positions the cache holds
 	// Metadata holds the file's scalar metadata (Ollama's model_info).
 	Metadata map[string]any
 }
