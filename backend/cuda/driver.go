@@ -19,17 +19,17 @@ var ErrNoDevice = errors.New("no CUDA device")
 type driver struct {
 	lib uintptr
 
-	cuInit, cuDriverGetVersion, cuDeviceGetCount, cuDeviceGet, cuDeviceGetName            uintptr
-	cuDeviceGetAttribute, cuDeviceTotalMem, cuDevicePrimaryCtxRetain                      uintptr
-	cuDevicePrimaryCtxRelease, cuCtxSetCurrent, cuCtxSynchronize                          uintptr
-	cuMemAlloc, cuMemFree, cuMemAllocHost, cuMemFreeHost, cuMemGetInfo                    uintptr
-	cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemsetD8          uintptr
-	cuModuleLoadData, cuModuleGetFunction, cuFuncSetAttribute, cuLaunchKernel             uintptr
-	cuStreamCreate, cuStreamSynchronize, cuStreamBeginCapture, cuStreamEndCapture         uintptr
-	cuGraphInstantiate, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy                 uintptr
-	cuEventCreate, cuEventRecord, cuEventSynchronize, cuEventElapsedTime                  uintptr
-	cuEventDestroy, cuGetErrorString, cuModuleUnload, cuMemcpyDtoDAsync, cuMemsetD32Async uintptr
-	cuLaunchKernelEx                                                                      uintptr // optional (CUDA 12): programmatic dependent launch
+	cuInit, cuDriverGetVersion, cuDeviceGetCount, cuDeviceGet, cuDeviceGetName    uintptr
+	cuDeviceGetAttribute, cuDeviceTotalMem, cuDevicePrimaryCtxRetain              uintptr
+	cuDevicePrimaryCtxRelease, cuCtxSetCurrent                                    uintptr
+	cuMemAlloc, cuMemFree, cuMemAllocHost, cuMemFreeHost, cuMemGetInfo            uintptr
+	cuMemcpyHtoD, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemsetD8                uintptr
+	cuModuleLoadData, cuModuleGetFunction, cuFuncSetAttribute, cuLaunchKernel     uintptr
+	cuStreamCreate, cuStreamSynchronize, cuStreamBeginCapture, cuStreamEndCapture uintptr
+	cuGraphInstantiate, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy         uintptr
+	cuEventCreate, cuEventRecord, cuEventSynchronize, cuEventElapsedTime          uintptr
+	cuEventDestroy, cuGetErrorString, cuModuleUnload                              uintptr
+	cuLaunchKernelEx                                                              uintptr // optional (CUDA 12): programmatic dependent launch
 }
 
 var (
@@ -74,14 +74,12 @@ func openDriver() (*driver, error) {
 		{&d.cuDeviceGetName, "cuDeviceGetName"}, {&d.cuDeviceGetAttribute, "cuDeviceGetAttribute"},
 		{&d.cuDeviceTotalMem, "cuDeviceTotalMem_v2"}, {&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
 		{&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"}, {&d.cuCtxSetCurrent, "cuCtxSetCurrent"},
-		{&d.cuCtxSynchronize, "cuCtxSynchronize"},
 		{&d.cuMemAlloc, "cuMemAlloc_v2"}, {&d.cuMemFree, "cuMemFree_v2"},
 		{&d.cuMemAllocHost, "cuMemAllocHost_v2"}, {&d.cuMemFreeHost, "cuMemFreeHost"},
 		{&d.cuMemGetInfo, "cuMemGetInfo_v2"},
-		{&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2"}, {&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"},
+		{&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2"},
 		{&d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"}, {&d.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
-		{&d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
-		{&d.cuMemsetD8, "cuMemsetD8_v2"}, {&d.cuMemsetD32Async, "cuMemsetD32Async"},
+		{&d.cuMemsetD8, "cuMemsetD8_v2"},
 		{&d.cuModuleLoadData, "cuModuleLoadData"}, {&d.cuModuleUnload, "cuModuleUnload"},
 		{&d.cuModuleGetFunction, "cuModuleGetFunction"},
 		{&d.cuFuncSetAttribute, "cuFuncSetAttribute"}, {&d.cuLaunchKernel, "cuLaunchKernel"},
