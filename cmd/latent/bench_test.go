@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,9 +100,7 @@ func TestBenchTableAndErrors(t *testing.T) {
 		{[]string{"--backend", "tpu"}, `unknown backend "tpu"`},
 	} {
 		_, err := runLatent(t, append([]string{"bench", path}, tc.args...)...)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%v: error %v, want one line with %q", tc.args, err, tc.want)
-		}
+		checkError(t, fmt.Sprint(tc.args), err, tc.want)
 	}
 	for _, tc := range []struct{ path, want string }{
 		{filepath.Join(dir, "missing.gguf"), "missing.gguf: no such model file"},
@@ -110,8 +109,6 @@ func TestBenchTableAndErrors(t *testing.T) {
 		{dir, "not a regular file"},
 	} {
 		_, err := runLatent(t, "bench", tc.path, "-p", "4", "-n", "2", "--reps", "1")
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("bench %s: error %v, want one line with %q", tc.path, err, tc.want)
-		}
+		checkError(t, "bench "+tc.path, err, tc.want)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -147,12 +148,7 @@ func TestChatTemplateErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		out, err := runLatent(t, tc.args...)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("latent %v: error %v, want one containing %q", tc.args, err, tc.want)
-		}
-		if err != nil && strings.Contains(err.Error(), "\n") {
-			t.Errorf("latent %v: error is not one line: %q", tc.args, err)
-		}
+		checkError(t, fmt.Sprint("latent ", tc.args), err, tc.want)
 		if out != "" {
 			t.Errorf("latent %v: printed %q on failure", tc.args, out)
 		}

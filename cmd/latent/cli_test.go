@@ -33,6 +33,15 @@ func writeFile[D ~string | ~[]byte](t *testing.T, dir, name string, data D) stri
 	return p
 }
 
+// checkError reports, naming what failed, unless err is a one-line error
+// containing want (the CLI's promise for bad input).
+func checkError(t *testing.T, what string, err error, want string) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("%s: error %v, want one line containing %q", what, err, want)
+	}
+}
+
 // runLatent runs the CLI in-process and returns what it printed (standard
 // output and error together) and its error.
 func runLatent(t *testing.T, args ...string) (string, error) {

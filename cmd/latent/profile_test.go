@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -40,8 +41,6 @@ func TestProfileErrors(t *testing.T) {
 		{[]string{"--depth", "999999999999999999"}, "--depth 999999999999999999: more than 1073741824 tokens"},
 	} {
 		_, err := runLatent(t, append([]string{"profile", goldenModel("tiny-glm-q4_0")}, tc.args...)...)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%v: error %v, want one line with %q", tc.args, err, tc.want)
-		}
+		checkError(t, fmt.Sprint(tc.args), err, tc.want)
 	}
 }

@@ -334,12 +334,7 @@ func TestRunErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		out, _, err := runRun(t, context.Background(), nil, tc.args...)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("latent run %v: error %v, want one containing %q", tc.args, err, tc.want)
-		}
-		if err != nil && strings.Contains(err.Error(), "\n") {
-			t.Errorf("latent run %v: error is not one line: %q", tc.args, err)
-		}
+		checkError(t, fmt.Sprint("latent run ", tc.args), err, tc.want)
 		if out != "" {
 			t.Errorf("latent run %v: printed %q before failing", tc.args, out)
 		}

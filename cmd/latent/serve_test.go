@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,8 +206,6 @@ func TestServeErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		_, err := runLatent(t, tc.args...)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("latent %v: %v, want one line saying %q", tc.args, err, tc.want)
-		}
+		checkError(t, fmt.Sprint("latent ", tc.args), err, tc.want)
 	}
 }

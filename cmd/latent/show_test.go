@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -155,12 +156,7 @@ func TestShowErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		_, err := runLatent(t, tc.args...)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("latent %v: error %v, want one containing %q", tc.args, err, tc.want)
-		}
-		if err != nil && strings.Contains(err.Error(), "\n") {
-			t.Errorf("latent %v: error is not one line: %q", tc.args, err)
-		}
+		checkError(t, fmt.Sprint("latent ", tc.args), err, tc.want)
 	}
 }
 

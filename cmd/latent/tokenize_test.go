@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,14 +101,8 @@ func TestTokenizeErrors(t *testing.T) {
 		{[]string{"tokenize", badModel, "--text", "a"}, `unsupported tokenizer model "llama"`},
 		{[]string{"tokenize"}, "accepts 1 arg"},
 	} {
-		out, err := runLatent(t, tc.args...)
-		if err == nil {
-			t.Errorf("%v: no error (output %q)", tc.args, out)
-			continue
-		}
-		if msg := err.Error(); !strings.Contains(msg, tc.want) || strings.Contains(msg, "\n") {
-			t.Errorf("%v: error %q, want one line containing %q", tc.args, msg, tc.want)
-		}
+		_, err := runLatent(t, tc.args...)
+		checkError(t, fmt.Sprint(tc.args), err, tc.want)
 	}
 }
 
