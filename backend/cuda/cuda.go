@@ -80,7 +80,7 @@ type Backend struct {
 	HalfCache bool
 	nLaunch   uint64
 	prof      *profiler
-	pdl       bool // launches marked pdl use programmatic dependent launch
+	pdl       bool // launches use programmatic dependent launch (cuLaunchKernelEx)
 	pdlConf   launchConfig
 	pdlAttr   launchAttr
 	mmv1Names map[[4]int]string

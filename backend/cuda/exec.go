@@ -179,7 +179,6 @@ type launch struct {
 	skip        bool   // a lazily recorded norm nobody needed
 	bytes       int64  // device memory the kernel reads and writes, for profiles
 	mq          *mq    // the parameters of an mmvq launch, for fusing
-	pdl         bool   // may start before the previous kernel ends (every kernel waits itself: pdl_entry)
 }
 
 // launchConfig and launchAttr mirror the driver's CUlaunchConfig and
@@ -216,7 +215,7 @@ func (b *Backend) record(name string, grid, block [3]uint32, bytes int64, args .
 		panic("cuda: a pass before the cache was allocated")
 	}
 	b.launches = append(b.launches, launch{fn: b.function(name), name: name, grid: grid, block: block,
-		a0: len(b.args), n: len(args), bytes: bytes, pdl: true})
+		a0: len(b.args), n: len(args), bytes: bytes})
 	b.args = append(b.args, args...)
 }
 
@@ -257,7 +256,7 @@ func (b *Backend) signature() uint64 {
 		mix(uint64(l.fn))
 		mix(uint64(l.grid[0]) | uint64(l.grid[1])<<32)
 		mix(uint64(l.grid[2]) | uint64(l.block[0])<<32)
-		mix(uint64(l.n) | uint64(l.shmem)<<32 | uint64(b2i(l.pdl))<<63)
+		mix(uint64(l.n) | uint64(l.shmem)<<32)
 		for _, a := range b.args[l.a0 : l.a0+l.n] {
 			mix(a)
 		}
@@ -288,7 +287,7 @@ func (b *Backend) issue() error {
 			ev0 = b.prof.before(b)
 		}
 		var r uintptr
-		if l.pdl && b.pdl {
+		if b.pdl { // every kernel orders itself (pdl_entry), so any may start before the previous one ends
 			b.pdlAttr.id, b.pdlAttr.val[0] = attrProgrammaticSerialization, 1
 			b.pdlConf = launchConfig{grid: l.grid, block: l.block, shmem: l.shmem, stream: b.stream,
 				attrs: uintptr(unsafe.Pointer(&b.pdlAttr)), numAttrs: 1}
