@@ -80,6 +80,14 @@ func (a *acts) prepare(s *tensor, off, k int, typ quant.Type, integer bool) {
 // row is token t's quantized activations.
 func (a *acts) row(t int) arow { return a.rs[t] }
 
+// quad is the first of activation rows t, t+step, t+2·step and t+3·step,
+// which a four-token kernel reads step·k bytes apart, once it has checked
+// that the last is there.
+func (a *acts) quad(t, step int) *arow {
+	_ = a.rs[t+3*step]
+	return &a.rs[t]
+}
+
 // kernels is the dot-product kernel chosen for each weight type at start:
 // SIMD where the CPU has it, the pure-Go kernel otherwise. LATENT_CPU=generic
 // forces the pure-Go kernels, LATENT_CPU=avx2 the AVX2 ones on a CPU with

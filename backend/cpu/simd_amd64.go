@@ -93,8 +93,7 @@ func dotQ8_0AVX2(w []byte, a arow) float32 {
 }
 
 func dotQ8_0x4(w []byte, a *acts, t, step int, out *[4]float32) {
-	r := &a.rs[t]
-	_ = a.rs[t+3*step]
+	r := a.quad(t, step)
 	_ = w[34*len(r.d)-1]
 	dotQ8_0x4AVX2(&w[0], &r.qs[0], &r.d[0], len(r.d), step*a.k, &out[0])
 }
@@ -105,8 +104,7 @@ func dotQ4_0Rows4(w []byte, rowBytes int, a arow, out *[16]float32) {
 }
 
 func dotQ4_0Tile(w []byte, rowBytes int, a *acts, t, step int, out *[16]float32) {
-	r := &a.rs[t]
-	_ = a.rs[t+3*step]
+	r := a.quad(t, step)
 	_ = w[3*rowBytes+18*len(r.d)-1]
 	dotQ4_0r4x4AVX2(&w[0], rowBytes, &r.qs[0], &r.d[0], &r.b8[0], len(r.d), step*a.k, &out[0])
 }
@@ -151,8 +149,7 @@ func packed8(f packedAsm) rowsKernel {
 // packedTile8 wraps a packed eight-row, four-token assembly kernel as tile8.
 func packedTile8(f packedTileAsm) tile8Kernel {
 	return func(w []byte, rowBytes int, a *acts, t, step int, out *[32]float32) {
-		r := &a.rs[t]
-		_ = a.rs[t+3*step]
+		r := a.quad(t, step)
 		_ = w[8*18*len(r.d)-1]
 		f(&w[0], &r.qs[0], &r.d[0], &r.b8[0], len(r.d), step*a.k, &out[0])
 	}
