@@ -7,8 +7,6 @@ import (
 	"github.com/latent-ai/latent/backend"
 )
 
-var _ backend.Backend = (*Backend)(nil)
-
 // Argmax sets dst[r] to the index of row r's largest value, the first on
 // ties (backend.Backend.Argmax; NaN rules in kernels/basic.cu). The argmax kernel
 // is recorded with the pass, so a decode step's graph ends with it, and

@@ -172,9 +172,8 @@ func (b *Backend) writesSpan(s span) {
 
 // inputOf is t as a product's input, folding in a lazy norm that writes it.
 func (b *Backend) inputOf(t *tensor) input {
-	for i, p := range b.pending {
+	for _, p := range b.pending {
 		if *p.dst == *t && !p.srcDirty {
-			_ = i
 			return input{src: p.src.ptr, rs: int64(p.src.stride), rows: t.rows, S: 1, L: t.cols, norm: p.w, eps: p.eps, srcSpan: spanOf(p.src)}
 		}
 	}
@@ -531,8 +530,8 @@ func (b *Backend) CacheStore(c backend.Cache, layer int, src backend.Tensor) {
 	if !b.NoFusion {
 		freqs := b.takeRope(s, k.width, b.kvl, k.width-b.kvl)
 		var norm *pendingNorm
+		lat := tensor{ptr: s.ptr, rows: s.rows, cols: b.kvl, stride: s.stride}
 		for i, p := range b.pending {
-			lat := tensor{ptr: s.ptr, rows: s.rows, cols: b.kvl, stride: s.stride}
 			if *p.dst == lat && *p.src == lat && !p.srcDirty {
 				norm = p
 				b.pending = append(b.pending[:i], b.pending[i+1:]...)
