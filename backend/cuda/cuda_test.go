@@ -18,6 +18,7 @@ import (
 	"github.com/latent-ai/latent/gguf"
 	"github.com/latent-ai/latent/internal/golden"
 	"github.com/latent-ai/latent/model"
+	"github.com/latent-ai/latent/model/deepseek2"
 	"github.com/latent-ai/latent/quant"
 )
 
@@ -38,6 +39,35 @@ func needGPU(t *testing.T) {
 	if err := cuda.Available(); err != nil {
 		t.Skipf("no GPU here: %v", err)
 	}
+}
+
+// eachGoldenModel runs f, as a subtest, on every golden model loaded on
+// the GPU with a context of 256.
+func eachGoldenModel(t *testing.T, f func(t *testing.T, m *deepseek2.Model)) {
+	dir := goldenDir(t)
+	files, _ := filepath.Glob(filepath.Join(dir, "models", "*.gguf"))
+	if len(files) == 0 {
+		t.Fatalf("no golden models under %s", dir)
+	}
+	for _, path := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".gguf"), func(t *testing.T) {
+			lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lm.Close()
+			f(t, lm.Model)
+		})
+	}
+}
+
+// iota32 is 0, 1, …, n-1 (a pass's tokens and positions).
+func iota32(n int) []int32 {
+	v := make([]int32, n)
+	for i := range v {
+		v[i] = int32(i)
+	}
+	return v
 }
 
 // goldenTolerance is cmd/latent's table: the largest logit deviation from
@@ -202,10 +232,7 @@ func TestDequantizeEveryType(t *testing.T) {
 	}
 	for _, p := range pairs {
 		cols, rows := int(p.w.Dims()[0]), int(p.w.Dims()[1])
-		toks := make([]int32, rows)
-		for i := range toks {
-			toks[i] = int32(i)
-		}
+		toks := iota32(rows)
 		be.Begin(toks, toks)
 		x := be.Tensor(rows, cols)
 		be.Embed(x, p.w)
@@ -269,10 +296,7 @@ func TestMatMulAgainstCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(be backend.Backend, w, x backend.Weight, T int) []float32 {
-		toks := make([]int32, T)
-		for i := range toks {
-			toks[i] = int32(i)
-		}
+		toks := iota32(T)
 		be.Begin(toks, toks)
 		src := be.Tensor(T, in)
 		be.Embed(src, x)
@@ -359,10 +383,7 @@ func TestArgmaxHandMade(t *testing.T) {
 		},
 	}
 	rows := len(patterns)
-	toks := make([]int32, rows)
-	for i := range toks {
-		toks[i] = int32(i)
-	}
+	toks := iota32(rows)
 	colsOf := []int{1, 3, 5, 64, 1027, 4099, 129280}
 	var ws []backend.Weight // every table before the cache: the kernels are compiled for the weight types present then
 	for _, cols := range colsOf {
@@ -422,39 +443,26 @@ func TestArgmaxHandMade(t *testing.T) {
 // Forward reads back for the same tokens at the same positions.
 func TestForwardArgmaxGPU(t *testing.T) {
 	needGPU(t)
-	dir := goldenDir(t)
-	files, _ := filepath.Glob(filepath.Join(dir, "models", "*.gguf"))
-	if len(files) == 0 {
-		t.Fatalf("no golden models under %s", dir)
-	}
-	for _, path := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".gguf"), func(t *testing.T) {
-			lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 256})
+	eachGoldenModel(t, func(t *testing.T, m *deepseek2.Model) {
+		toks := []int32{1, 17, 42, 99, 7, 3}
+		for step := 0; step < 24; step++ {
+			at := m.Position()
+			logits, err := m.Forward(toks, false)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer lm.Close()
-			m := lm.Model
-			toks := []int32{1, 17, 42, 99, 7, 3}
-			for step := 0; step < 24; step++ {
-				at := m.Position()
-				logits, err := m.Forward(toks, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := engine.Argmax(logits)
-				m.Truncate(at)
-				got, err := m.ForwardArgmax(toks)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got != want {
-					t.Fatalf("step %d (%d tokens at %d): device argmax %d, host %d", step, len(toks), at, got, want)
-				}
-				toks = []int32{got}
+			want := engine.Argmax(logits)
+			m.Truncate(at)
+			got, err := m.ForwardArgmax(toks)
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
+			if got != want {
+				t.Fatalf("step %d (%d tokens at %d): device argmax %d, host %d", step, len(toks), at, got, want)
+			}
+			toks = []int32{got}
+		}
+	})
 }
 
 // Pipelined greedy generation on the GPU (each step queued with its token
@@ -463,51 +471,38 @@ func TestForwardArgmaxGPU(t *testing.T) {
 // where they say, with the cache cut back to what was output.
 func TestPipelinedGreedyGPU(t *testing.T) {
 	needGPU(t)
-	dir := goldenDir(t)
-	files, _ := filepath.Glob(filepath.Join(dir, "models", "*.gguf"))
-	if len(files) == 0 {
-		t.Fatalf("no golden models under %s", dir)
-	}
 	prompt := []int32{1, 17, 42, 99, 7, 3}
 	const n = 32
-	for _, path := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(path), ".gguf"), func(t *testing.T) {
-			lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 256})
+	eachGoldenModel(t, func(t *testing.T, m *deepseek2.Model) {
+		var want []int32
+		toks := prompt
+		for len(want) < n {
+			logits, err := m.Forward(toks, false)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer lm.Close()
-			m := lm.Model
-			var want []int32
-			toks := prompt
-			for len(want) < n {
-				logits, err := m.Forward(toks, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want = append(want, engine.Argmax(logits))
-				toks = want[len(want)-1:]
+			want = append(want, engine.Argmax(logits))
+			toks = want[len(want)-1:]
+		}
+		for _, eos := range []int{n, 11} {
+			req := engine.Request{Prompt: prompt, MaxTokens: n}
+			if eos < n {
+				req.EOG = []int32{want[eos]}
+				eos = slices.Index(want, want[eos])
 			}
-			for _, eos := range []int{n, 11} {
-				req := engine.Request{Prompt: prompt, MaxTokens: n}
-				if eos < n {
-					req.EOG = []int32{want[eos]}
-					eos = slices.Index(want, want[eos])
-				}
-				var got []int32
-				if _, err := engine.Generate(context.Background(), m, req, func(tk engine.Token) error {
-					got = append(got, tk.ID)
-					return nil
-				}); err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Equal(got, want[:eos]) {
-					t.Errorf("pipelined %v, host %v", got, want[:eos])
-				}
-				if at := len(prompt) + min(eos, n-1); m.Position() != at {
-					t.Errorf("cache at %d after %d tokens, want %d", m.Position(), len(got), at)
-				}
+			var got []int32
+			if _, err := engine.Generate(context.Background(), m, req, func(tk engine.Token) error {
+				got = append(got, tk.ID)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
+			if !slices.Equal(got, want[:eos]) {
+				t.Errorf("pipelined %v, host %v", got, want[:eos])
+			}
+			if at := len(prompt) + min(eos, n-1); m.Position() != at {
+				t.Errorf("cache at %d after %d tokens, want %d", m.Position(), len(got), at)
+			}
+		}
+	})
 }
