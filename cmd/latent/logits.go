@@ -38,11 +38,7 @@ func newLogitsCmd() *cobra.Command {
 			if len(fed) > steps {
 				return fmt.Errorf("--feed has %d tokens for %d --steps", len(fed), steps)
 			}
-			path, err := resolveModel(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			lm, err := model.Load(path, opts)
+			lm, _, err := loadRef(cmd, args[0], opts)
 			if err != nil {
 				return err
 			}
