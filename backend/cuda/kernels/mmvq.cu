@@ -260,6 +260,29 @@ __device__ __forceinline__ float kfinish(int hx, float da, int aux, const int* m
     return d * (float)aux - dmin * (float)summ;
 }
 
+// kchunk is chunk c (64 values: sub-blocks 2c and 2c+1) of a Q4_K or Q5_K
+// block's integer dot with the 8-bit input av: the low and high nibbles of
+// the 32 quant bytes q0, q1 (with Q5: their fifth bits, bits 2c and 2c+1
+// of qh) against the chunk's two input blocks, scaled by sc[2c], sc[2c+1].
+template <bool Q5> __device__ __forceinline__ int kchunk(const int4& q0, const int4& q1, const int* qh, int c, const int4* av, const int* sc) {
+    int q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+    int4 l0 = av[4 * c], l1 = av[4 * c + 1], h0 = av[4 * c + 2], h1 = av[4 * c + 3];
+    int al[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+    int ah[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+    int lo = 0, hi = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        int vl = q[k] & 0x0F0F0F0F, vh = (q[k] >> 4) & 0x0F0F0F0F;
+        if (Q5) {
+            vl |= ((qh[k] >> (2 * c)) & 0x01010101) << 4;
+            vh |= ((qh[k] >> (2 * c + 1)) & 0x01010101) << 4;
+        }
+        lo = dp4a(vl, al[k], lo);
+        hi = dp4a(vh, ah[k], hi);
+    }
+    return sc[2 * c] * lo + sc[2 * c + 1] * hi;
+}
+
 template <> struct QT<T_Q4_K> {
     static constexpr int STRIDE = 144;  // bytes between blocks' quants in a row
     static constexpr int QB = 256, RPW = 4;
@@ -271,28 +294,7 @@ template <> struct QT<T_Q4_K> {
         const int4* av = (const int4*)a;
         int aux = 0;
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
-            int4 q0 = blk[1 + 2 * c], q1 = blk[2 + 2 * c];
-            int4 l0 = av[4 * c], l1 = av[4 * c + 1], h0 = av[4 * c + 2], h1 = av[4 * c + 3];
-            int lo = 0, hi = 0;
-            lo = dp4a(q0.x & 0x0F0F0F0F, l0.x, lo);
-            lo = dp4a(q0.y & 0x0F0F0F0F, l0.y, lo);
-            lo = dp4a(q0.z & 0x0F0F0F0F, l0.z, lo);
-            lo = dp4a(q0.w & 0x0F0F0F0F, l0.w, lo);
-            lo = dp4a(q1.x & 0x0F0F0F0F, l1.x, lo);
-            lo = dp4a(q1.y & 0x0F0F0F0F, l1.y, lo);
-            lo = dp4a(q1.z & 0x0F0F0F0F, l1.z, lo);
-            lo = dp4a(q1.w & 0x0F0F0F0F, l1.w, lo);
-            hi = dp4a((q0.x >> 4) & 0x0F0F0F0F, h0.x, hi);
-            hi = dp4a((q0.y >> 4) & 0x0F0F0F0F, h0.y, hi);
-            hi = dp4a((q0.z >> 4) & 0x0F0F0F0F, h0.z, hi);
-            hi = dp4a((q0.w >> 4) & 0x0F0F0F0F, h0.w, hi);
-            hi = dp4a((q1.x >> 4) & 0x0F0F0F0F, h1.x, hi);
-            hi = dp4a((q1.y >> 4) & 0x0F0F0F0F, h1.y, hi);
-            hi = dp4a((q1.z >> 4) & 0x0F0F0F0F, h1.z, hi);
-            hi = dp4a((q1.w >> 4) & 0x0F0F0F0F, h1.w, hi);
-            aux += sc[2 * c] * lo + sc[2 * c + 1] * hi;
-        }
+        for (int c = 0; c < 4; c++) aux += kchunk<false>(blk[1 + 2 * c], blk[2 + 2 * c], nullptr, c, av, sc);
         return kfinish(h.x, da, aux, m, bs);
     }
 };
@@ -310,22 +312,7 @@ template <> struct QT<T_Q5_K> {
         const int4* av = (const int4*)a;
         int aux = 0;
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
-            int4 q0 = blk[3 + 2 * c], q1 = blk[4 + 2 * c];
-            int q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-            int4 l0 = av[4 * c], l1 = av[4 * c + 1], h0 = av[4 * c + 2], h1 = av[4 * c + 3];
-            int al[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
-            int ah[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-            int lo = 0, hi = 0;
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                int vl = (q[k] & 0x0F0F0F0F) | (((qh[k] >> (2 * c)) & 0x01010101) << 4);
-                int vh = ((q[k] >> 4) & 0x0F0F0F0F) | (((qh[k] >> (2 * c + 1)) & 0x01010101) << 4);
-                lo = dp4a(vl, al[k], lo);
-                hi = dp4a(vh, ah[k], hi);
-            }
-            aux += sc[2 * c] * lo + sc[2 * c + 1] * hi;
-        }
+        for (int c = 0; c < 4; c++) aux += kchunk<true>(blk[3 + 2 * c], blk[4 + 2 * c], qh, c, av, sc);
         return kfinish(h.x, da, aux, m, bs);
     }
 };
