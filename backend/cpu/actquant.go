@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"math"
-	"os"
 
 	"github.com/latent-ai/latent/quant"
 )
@@ -112,7 +111,7 @@ func quantRowQ8_0Go(x []float32, qs []int8, d []float32, b8 []int32) {
 
 // quantRowQ8_0 is quantRowQ8_0Go in assembly where the CPU has AVX2 (the
 // same bits); LATENT_CPU=generic forces the Go.
-var quantRowQ8_0 = chooseQuantQ8_0(os.Getenv("LATENT_CPU"))
+var quantRowQ8_0 = chooseQuantQ8_0(forcedSet)
 
 func chooseQuantQ8_0(force string) func(x []float32, qs []int8, d []float32, b8 []int32) {
 	if f := simdQuantQ8_0(); f != nil && force != "generic" {

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"math"
-	"os"
 )
 
 // ggml rounds activations to nearest 8-bit values before each quantized
@@ -84,7 +83,7 @@ func fmaAxpyGo(out, v []float32, s float32) {
 // dotF32Vec and fmaAxpy are the attention's vector operations: assembly
 // where the CPU has AVX2 and FMA (same results bit for bit), else the Go
 // above; LATENT_CPU=generic forces the Go.
-var dotF32Vec, fmaAxpy = chooseVecOps(os.Getenv("LATENT_CPU"))
+var dotF32Vec, fmaAxpy = chooseVecOps(forcedSet)
 
 func chooseVecOps(force string) (func(x, y []float32) float32, func(out, v []float32, s float32)) {
 	if force != "generic" {

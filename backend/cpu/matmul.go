@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/latent-ai/latent/quant"
 )
@@ -92,7 +91,7 @@ func (a *acts) quad(t, step int) *arow {
 // SIMD where the CPU has it, the pure-Go kernel otherwise. LATENT_CPU=generic
 // forces the pure-Go kernels, LATENT_CPU=avx2 the AVX2 ones on a CPU with
 // AVX-512 VNNI (the tests run every set).
-var kernels, kernelSet = chooseKernels(os.Getenv("LATENT_CPU"))
+var kernels, kernelSet = chooseKernels(forcedSet)
 
 func chooseKernels(force string) (map[quant.Type]kernel, string) {
 	ks := make(map[quant.Type]kernel, len(genericKernels))
