@@ -13,35 +13,21 @@ import (
 	"github.com/latent-ai/latent/backend/cuda"
 	"github.com/latent-ai/latent/engine"
 	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/internal/golden"
 )
 
-// goldenTolerance is the largest logit deviation allowed against llama.cpp
-// (../shared/golden/README.md): float32 weights differ only in summation
-// order; for the others llama.cpp rounds activations to F16 or 8-bit blocks.
-// The CPU backend reproduces ggml's float order up to every 8-bit rounding
-// (backend/cpu/ggmlorder.go), because a single value rounded the other way
-// moves these models' logits by up to 0.05.
-var goldenTolerance = map[string]float64{
-	"tiny-youtu-f32":       1e-4,
-	"tiny-glm-f32":         1e-4,
-	"tiny-dsv2-legacy-f32": 1e-4,
-	"tiny-dsv2-f16":        0.02,
-	"tiny-dsv2-q8_0":       0.02,
-	"tiny-glm-nextn-q8_0":  0.02,
-	"tiny-youtu-q4_0":      0.1,
-	"tiny-glm-q4_0":        0.1,
-	"tiny-glm-q4_k_m":      0.1,
-}
-
+// The CPU backend meets golden.Tolerance by reproducing ggml's float order
+// up to every 8-bit rounding (backend/cpu/ggmlorder.go), because a single
+// value rounded the other way moves these models' logits by up to 0.05.
 func TestLogitsMatchLlamaCpp(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(goldenDir, "logits", "*.json"))
-	if len(files) != len(goldenTolerance) {
-		t.Fatalf("found %d golden logits files under %s, expected %d", len(files), goldenDir, len(goldenTolerance))
+	if len(files) != len(golden.Tolerance) {
+		t.Fatalf("found %d golden logits files under %s, expected %d", len(files), goldenDir, len(golden.Tolerance))
 	}
 	for _, path := range files {
 		name := strings.TrimSuffix(filepath.Base(path), ".json")
 		t.Run(name, func(t *testing.T) {
-			tol, ok := goldenTolerance[name]
+			tol, ok := golden.Tolerance[name]
 			if !ok {
 				t.Fatalf("no tolerance for golden file %s", name)
 			}

@@ -68,7 +68,7 @@ func goldenModel(name string) string { return filepath.Join(goldenDir, "models",
 // tokens are the argmax after the prompt and after each fed token, i.e. the
 // generated sequence. tiny-glm-q4_0 is left out: at step 7 its reference's
 // top two logits are 0.019 apart, inside the 0.1 that Q4_0 activation
-// rounding allows (see goldenTolerance), and latent picks the other one.
+// rounding allows (see golden.Tolerance), and latent picks the other one.
 func TestRunGreedyMatchesGolden(t *testing.T) {
 	for _, name := range []string{"tiny-youtu-q4_0", "tiny-youtu-f32", "tiny-glm-f32"} {
 		t.Run(name, func(t *testing.T) {

@@ -91,3 +91,19 @@ func ReadTrace(path string) (engine.Trace, error) {
 	}
 	return tr, nil
 }
+
+// Tolerance is the largest logit deviation from llama.cpp that the golden
+// README allows for each logits file: float32 weights differ only in
+// summation order; for the others llama.cpp rounds activations to F16 or
+// 8-bit blocks.
+var Tolerance = map[string]float64{
+	"tiny-youtu-f32":       1e-4,
+	"tiny-glm-f32":         1e-4,
+	"tiny-dsv2-legacy-f32": 1e-4,
+	"tiny-dsv2-f16":        0.02,
+	"tiny-dsv2-q8_0":       0.02,
+	"tiny-glm-nextn-q8_0":  0.02,
+	"tiny-youtu-q4_0":      0.1,
+	"tiny-glm-q4_0":        0.1,
+	"tiny-glm-q4_k_m":      0.1,
+}
