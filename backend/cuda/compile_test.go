@@ -39,3 +39,27 @@ func TestKernelsCompile(t *testing.T) {
 	}
 	t.Logf("cold compile %v, from the cache %v", cold, time.Since(start))
 }
+
+// LATENT_CACHE_TYPE picks the cache's element type; anything else is refused
+// with a message naming the variable and the choices.
+func TestHalfCache(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		half bool
+		err  string
+	}{
+		{"", true, ""}, {"f16", true, ""}, {"f32", false, ""},
+		{"q8_0", false, "LATENT_CACHE_TYPE=q8_0: unknown cache type (f16 or f32)"},
+	} {
+		half, err := halfCache(c.v)
+		if c.err != "" {
+			if err == nil || err.Error() != c.err {
+				t.Errorf("%q: error %v, want %q", c.v, err, c.err)
+			}
+			continue
+		}
+		if err != nil || half != c.half {
+			t.Errorf("%q: half %v, error %v; want %v", c.v, half, err, c.half)
+		}
+	}
+}

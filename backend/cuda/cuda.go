@@ -65,8 +65,11 @@ type Backend struct {
 
 	pending  []*pendingNorm
 	pendRope []*pendingRope
-	kvl      int // latent width (kv_lora) of the cache rows
-	qcache   []quantEntry
+	// a one-token kv_finish that the next attention may absorb, and one
+	// that attention absorbed, leaving its kv row raw
+	pendStore, rawKV *pendingStore
+	kvl              int // latent width (kv_lora) of the cache rows
+	qcache           []quantEntry
 
 	bigShared map[uintptr]int // kernels whose dynamic shared memory limit was raised
 	counters  uintptr         // zeroed per-token counters for last-block-done kernels
@@ -74,9 +77,10 @@ type Backend struct {
 	graphs   map[uint64]uintptr
 	NoGraphs bool // launch every kernel directly (for tests and profiling)
 	NoFusion bool // record every operation as its own kernels (for tests)
-	// HalfCache keeps the latent cache in f16 (half the bytes attention reads
-	// at long context). Off by default: llama.cpp's reference logits use a
-	// float32 cache. Set before the model is loaded (LATENT_CACHE_F16=1).
+	// HalfCache keeps the latent cache in f16, as llama.cpp does by default
+	// (half the bytes attention reads at long context); LATENT_CACHE_TYPE=f32
+	// keeps float32, as the golden logits were made. Set before the model
+	// is loaded.
 	HalfCache bool
 	nLaunch   uint64
 	prof      *profiler
@@ -119,7 +123,11 @@ func New(ordinal int) (*Backend, error) {
 	if _, err := loadNVRTC(); err != nil {
 		return nil, err
 	}
-	b := &Backend{d: d, work: make(chan func()), done: make(chan struct{}), types: map[quant.Type]bool{}, HalfCache: os.Getenv("LATENT_CACHE_F16") == "1",
+	half, err := halfCache(os.Getenv("LATENT_CACHE_TYPE"))
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{d: d, work: make(chan func()), done: make(chan struct{}), types: map[quant.Type]bool{}, HalfCache: half,
 		graphs: map[uint64]uintptr{}, ropes: map[*float32]uintptr{}, bigShared: map[uintptr]int{}, mmv1Names: map[[4]int]string{},
 		pdl: d.cuLaunchKernelEx != 0}
 	started := make(chan error)
@@ -128,6 +136,17 @@ func New(ordinal int) (*Backend, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// halfCache reads LATENT_CACHE_TYPE: f16 (the default) or f32.
+func halfCache(v string) (bool, error) {
+	switch v {
+	case "", "f16":
+		return true, nil
+	case "f32":
+		return false, nil
+	}
+	return false, fmt.Errorf("LATENT_CACHE_TYPE=%s: unknown cache type (f16 or f32)", v)
 }
 
 // loop is the goroutine that owns the CUDA context: a context is current

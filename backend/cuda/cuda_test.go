@@ -103,6 +103,7 @@ func maxAbsDiff(a, b []float32) float64 {
 // trace runs a golden prompt and its fed steps on the GPU.
 func trace(t *testing.T, path string, want *engine.Trace, graphs, fusion bool) *engine.Trace {
 	t.Helper()
+	t.Setenv("LATENT_CACHE_TYPE", "f32") // the golden logits were made with a float32 cache
 	lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 1024})
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,10 @@ type kernels struct {
 }
 
 // moduleFiles are compiled as separate programs, in parallel.
-var moduleFiles = []string{"basic.cu", "matmul.cu", "mmvq.cu"}
+var moduleFiles = []string{"basic.cu", "matmul.cu", "mmvq.cu", "attention.cu"}
+
+// moduleHeaders are the headers a module needs besides common.cuh.
+var moduleHeaders = map[string][]string{"mmvq.cu": {"dot.cuh"}, "attention.cu": {"dot.cuh"}}
 
 // latentWidth is kv_lora: attn_k_b's middle dimension, or the cache row
 // rounded down to 32 when the model has none.
@@ -121,7 +124,15 @@ func compileModules(defs, arch, devKey string) (bins [][]byte, hits []bool, err 
 		if err != nil {
 			return nil, nil, err
 		}
-		src := defs + string(common) + "\n" + string(body)
+		src := defs + string(common) + "\n"
+		for _, h := range moduleHeaders[f] {
+			text, err := sources.ReadFile("kernels/" + h)
+			if err != nil {
+				return nil, nil, err
+			}
+			src += string(text) + "\n"
+		}
+		src += string(body)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -144,6 +155,8 @@ func moduleOf(name string) int {
 		return 1
 	case strings.HasPrefix(name, "mmvq"), strings.HasPrefix(name, "mmv1_"), name == "quant_act":
 		return 2
+	case strings.HasPrefix(name, "attn_"), name == "kv_finish", name == "cache_store":
+		return 3
 	}
 	return 0
 }
@@ -213,6 +226,10 @@ func grid3(x, y, z int) [3]uint32 {
 func (b *Backend) record(name string, grid, block [3]uint32, bytes int64, args ...uint64) {
 	if b.kernels == nil {
 		panic("cuda: a pass before the cache was allocated")
+	}
+	if b.pendStore != nil { // something other than its attention came next
+		b.launches[b.pendStore.launch].skip = false
+		b.pendStore = nil
 	}
 	b.launches = append(b.launches, launch{fn: b.function(name), name: name, grid: grid, block: block,
 		a0: len(b.args), n: len(args), bytes: bytes})
@@ -332,6 +349,10 @@ func (b *Backend) submit(s *slot) error {
 		b.launches[r.launch].skip = false
 	}
 	b.pendRope = b.pendRope[:0]
+	if b.pendStore != nil {
+		b.launches[b.pendStore.launch].skip = false
+		b.pendStore = nil
+	}
 	if err := b.stage(s); err != nil {
 		return err
 	}

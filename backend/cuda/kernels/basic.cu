@@ -1,17 +1,7 @@
-// Element-wise and row-wise kernels: norms, activation rounding, RoPE, the
-// latent cache, attention over the cache, MoE routing and combination.
-// Shapes that every call shares come in as defines: CACHE_W (a cache row:
-// kv_lora + rope), KV_LORA, CACHE_HALF (1: the cache holds f16).
-
-#if CACHE_HALF
-typedef u16 cache_t;
-__device__ __forceinline__ float cload(cache_t v) { return h2f(v); }
-__device__ __forceinline__ cache_t cstore(float v) { return f2h(v); }
-#else
-typedef float cache_t;
-__device__ __forceinline__ float cload(cache_t v) { return v; }
-__device__ __forceinline__ cache_t cstore(float v) { return v; }
-#endif
+// Element-wise and row-wise kernels: norms, activation rounding, RoPE, MoE
+// routing and combination. Shapes that every call shares come in as
+// defines: CACHE_W (a cache row: kv_lora + rope), KV_LORA, CACHE_HALF (1:
+// the cache holds f16).
 
 // rmsnorm: dst = src / sqrt(mean(src²) + eps) · w, one block per row.
 extern "C" __global__ void rmsnorm(float* dst, i64 ds, const float* src, i64 ss, const float* w, float eps, int cols) {
@@ -100,15 +90,6 @@ extern "C" __global__ void prep(float* out, const float* src, i64 rs, i64 segs, 
 #undef VAL
 }
 
-// rope_pair rotates the pair (a, b) by the angle pos·freq, computed in
-// double as the CPU backend does.
-__device__ __forceinline__ void rope_pair(float& a, float& b, int pos, float freq) {
-    double s, c, da = a, db = b;
-    sincos((double)pos * (double)freq, &s, &c);
-    a = (float)(da * c - db * s);
-    b = (float)(da * s + db * c);
-}
-
 // rope rotates adjacent pairs: in every head of width stride, the n values
 // from column off of token t's row, at the pass's position pos[t].
 extern "C" __global__ void rope(float* x, i64 xs, int cols, int stride, int off, int n, const int* pos, const float* freqs) {
@@ -120,204 +101,6 @@ extern "C" __global__ void rope(float* x, i64 xs, int cols, int stride, int off,
         float* v = x + t * xs + h * stride + off + 2 * k;
         rope_pair(v[0], v[1], pos[t], freqs[k]);
     }
-}
-
-// cache_store writes token t's row (CACHE_W values) at position pos[t].
-extern "C" __global__ void cache_store(cache_t* layer, const float* src, i64 ss, const int* pos) {
-    pdl_entry();
-    int t = blockIdx.x;
-    cache_t* row = layer + (i64)pos[t] * CACHE_W;
-    for (int j = threadIdx.x; j < CACHE_W; j += blockDim.x) row[j] = cstore(src[t * ss + j]);
-}
-
-// kv_finish completes a token's cache row in one kernel: RMS-normalise the
-// latent (nw), rotate the rope key (freqs), write both back to kv and store
-// the row at the token's position.
-extern "C" __global__ void kv_finish(cache_t* layer, float* kv, i64 ks, const int* pos, const float* nw, float eps, const float* freqs) {
-    pdl_entry();
-    __shared__ float red[32];
-    const int t = blockIdx.x;
-    float* x = kv + t * ks;
-    cache_t* row = layer + (i64)pos[t] * CACHE_W;
-    float scale = 1.f;
-    if (nw) {
-        float mean = row_sumsq(x, KV_LORA, red) / (float)KV_LORA;
-        scale = 1.f / sqrtf(mean + eps);
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) {
-        float v = nw ? (x[i] * scale) * nw[i] : x[i];
-        x[i] = v;
-        row[i] = cstore(v);
-    }
-    const int half = (CACHE_W - KV_LORA) / 2;
-    for (int k = threadIdx.x; k < half; k += blockDim.x) {
-        float* v = x + KV_LORA + 2 * k;
-        float a = v[0], b = v[1];
-        if (freqs) {
-            rope_pair(a, b, pos[t], freqs[k]);
-            v[0] = a;
-            v[1] = b;
-        }
-        row[KV_LORA + 2 * k] = cstore(a);
-        row[KV_LORA + 2 * k + 1] = cstore(b);
-    }
-}
-
-// attn_merge merges the S splits of head th (t·H + h) into
-// olat[t][h·KV_LORA..]: each split's (max, sum, Σ e·latent) rescaled to the
-// largest max. The splits' factors go to shared memory first, so the sum
-// over splits is plain loads (8 in flight per thread) instead of a chain
-// of dependent ones. The parts are read past L1 (__ldcg): other blocks of
-// the same launch may have written them.
-#define MAX_SPLITS 64
-__device__ void attn_merge(float* olat, const float* part, int S, int th) {
-    __shared__ float ws[MAX_SPLITS];
-    const float* p = part + (i64)th * S * (KV_LORA + 2);
-    if (threadIdx.x < 32) {
-        const int lane = threadIdx.x;
-        float M = -INFINITY;
-        for (int s = lane; s < S; s += 32) M = fmaxf(M, __ldcg(p + s * (KV_LORA + 2)));
-        M = warp_max(M);
-        float L = 0.f;
-        for (int s = lane; s < S; s += 32) {
-            const float ms = __ldcg(p + s * (KV_LORA + 2));
-            const float f = ms == -INFINITY ? 0.f : expf(ms - M);
-            ws[s] = f;
-            L += __ldcg(p + s * (KV_LORA + 2) + 1) * f;
-        }
-        L = warp_sum(L);
-        for (int s = lane; s < S; s += 32) ws[s] /= L;
-    }
-    __syncthreads();
-    for (int j = threadIdx.x; j < KV_LORA; j += blockDim.x) {
-        float a = 0.f;
-#pragma unroll 8
-        for (int s = 0; s < S; s++) a += __ldcg(p + s * (KV_LORA + 2) + 2 + j) * ws[s];
-        olat[(i64)th * KV_LORA + j] = a;
-    }
-}
-
-#define ATT_WARPS 8
-// attn_partial is one split of split-K attention: block (t·H + h, s) runs an
-// online softmax over its share of positions 0..pos[t] for head h and writes
-// (max, sum, Σ e·latent) to part. The query is q_lat (from the k_b product,
-// in query) and q_pe, read from q and rotated here when freqs is set (the q
-// RoPE fused). Each warp takes AP positions per step, their loads all in
-// flight, and rescales its state once per step; each lane holds KV_LORA/32
-// accumulators. With olat set, the last split of a head to finish merges the
-// splits (attn_combine's work, without its launch). One block per head: a
-// block serving 2 or 4 heads (each row loaded once for all) measured slower
-// at every depth, its steps twice as long and its blocks fewer.
-template <int AP>
-__device__ __forceinline__ void attn_partial_impl(float* part, const float* query, const float* q, i64 qs, int nope, const float* freqs,
-                                                  const cache_t* layer, const int* pos, int H, int S, float scale, float* olat,
-                                                  unsigned* counter) {
-    pdl_entry();
-    __shared__ float qsh[CACHE_W];
-    __shared__ float msh[ATT_WARPS], lsh[ATT_WARPS];
-    __shared__ float ash[ATT_WARPS][KV_LORA];
-    __shared__ bool last;
-    const int th = blockIdx.x, t = th / H, h = th % H, s = blockIdx.y;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int n = pos[t] + 1, chunk = (n + S - 1) / S, p0 = s * chunk, p1 = min(n, p0 + chunk);
-    const int rope = CACHE_W - KV_LORA;
-    for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) qsh[i] = query[(i64)th * CACHE_W + i];
-    for (int k = threadIdx.x; k < rope / 2; k += blockDim.x) {
-        const float* v = q + t * qs + h * (nope + rope) + nope + 2 * k;
-        float a = v[0], b = v[1];
-        if (freqs) rope_pair(a, b, pos[t], freqs[k]);
-        qsh[KV_LORA + 2 * k] = a;
-        qsh[KV_LORA + 2 * k + 1] = b;
-    }
-    __syncthreads();
-    constexpr int NA = KV_LORA / 32;
-    float acc[NA], m = -INFINITY, l = 0.f;
-#pragma unroll
-    for (int u = 0; u < NA; u++) acc[u] = 0.f;
-    for (int pb = p0 + warp * AP; pb < p1; pb += ATT_WARPS * AP) {
-        float lat[AP][NA], d[AP];
-#pragma unroll
-        for (int j = 0; j < AP; j++) {
-            const cache_t* row = layer + (i64)min(pb + j, p1 - 1) * CACHE_W;
-            d[j] = 0.f;
-#pragma unroll
-            for (int u = 0; u < NA; u++) {
-                lat[j][u] = cload(row[u * 32 + lane]);
-                d[j] += qsh[u * 32 + lane] * lat[j][u];
-            }
-            for (int i = KV_LORA + lane; i < CACHE_W; i += 32) d[j] += qsh[i] * cload(row[i]);
-        }
-#pragma unroll
-        for (int j = 0; j < AP; j++) d[j] = warp_sum(d[j]) * scale;
-        // one rescale per step of AP positions (pb itself is always in range)
-        float mn = m;
-#pragma unroll
-        for (int j = 0; j < AP; j++)
-            if (pb + j < p1) mn = fmaxf(mn, d[j]);
-        const float corr = expf(m - mn);
-        float e[AP];
-        l *= corr;
-#pragma unroll
-        for (int j = 0; j < AP; j++) {
-            e[j] = pb + j < p1 ? expf(d[j] - mn) : 0.f;
-            l += e[j];
-        }
-#pragma unroll
-        for (int u = 0; u < NA; u++) {
-            float a = acc[u] * corr;
-#pragma unroll
-            for (int j = 0; j < AP; j++) a += e[j] * lat[j][u];
-            acc[u] = a;
-        }
-        m = mn;
-    }
-    if (lane == 0) { msh[warp] = m; lsh[warp] = l; }
-#pragma unroll
-    for (int u = 0; u < NA; u++) ash[warp][u * 32 + lane] = acc[u];
-    __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, msh[w]);
-    float* out = part + ((i64)th * S + s) * (KV_LORA + 2);
-    if (M == -INFINITY) {  // no positions in this split
-        if (threadIdx.x == 0) { out[0] = -INFINITY; out[1] = 0.f; }
-    } else {
-        float f[ATT_WARPS];
-        float L = 0.f;
-        for (int w = 0; w < ATT_WARPS; w++) {
-            f[w] = msh[w] == -INFINITY ? 0.f : expf(msh[w] - M);
-            L += lsh[w] * f[w];
-        }
-        for (int j = threadIdx.x; j < KV_LORA; j += blockDim.x) {
-            float a = 0.f;
-            for (int w = 0; w < ATT_WARPS; w++) a += ash[w][j] * f[w];
-            out[2 + j] = a;
-        }
-        if (threadIdx.x == 0) { out[0] = M; out[1] = L; }
-    }
-    if (!olat) return;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(counter + th, 1u) == (unsigned)S - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    attn_merge(olat, part, S, th);
-    if (threadIdx.x == 0) counter[th] = 0;
-}
-
-#define ATTN_PARTIAL(AP)                                                                                                           \
-    extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)                                                                  \
-        attn_partial_##AP(float* part, const float* query, const float* q, i64 qs, int nope, const float* freqs,                  \
-                          const cache_t* layer, const int* pos, int H, int S, float scale, float* olat, unsigned* counter) {      \
-        attn_partial_impl<AP>(part, query, q, qs, nope, freqs, layer, pos, H, S, scale, olat, counter);                          \
-    }
-ATTN_PARTIAL(4)
-
-// attn_combine merges the S splits of block t·H + h into olat[t][h·KV_LORA..].
-extern "C" __global__ void attn_combine(float* olat, const float* part, int S) {
-    pdl_entry();
-    attn_merge(olat, part, S, blockIdx.x);
 }
 
 // swiglu: d = silu(g) · u.
@@ -375,6 +158,7 @@ __device__ void route_token(int* ids, float* wts, const float* z, const float* b
             int a2 = __shfl_xor_sync(0xffffffffu, at, o);
             if (b2 > best || (b2 == best && a2 < at)) { best = b2; at = a2; }
         }
+        if (at >= E) at = k;  // every score NaN: an expert in range, not an out-of-bounds id
         if (lane == 0) { taken[at] = 1; ids[k] = at; }
         __syncwarp();
     }

@@ -231,3 +231,23 @@ template <> __device__ __forceinline__ float deq<T_MXFP4>(const u8* row, i64 i, 
     int q = j < 16 ? (b[1 + j] & 15) : (b[1 + j - 16] >> 4);
     return e8m0_half(b[0]) * (float)kvalues_mxfp4[q];
 }
+
+// The latent cache holds f16 (CACHE_HALF) or float32 values.
+#if CACHE_HALF
+typedef u16 cache_t;
+__device__ __forceinline__ float cload(cache_t v) { return h2f(v); }
+__device__ __forceinline__ cache_t cstore(float v) { return f2h(v); }
+#else
+typedef float cache_t;
+__device__ __forceinline__ float cload(cache_t v) { return v; }
+__device__ __forceinline__ cache_t cstore(float v) { return v; }
+#endif
+
+// rope_pair rotates the pair (a, b) by the angle pos·freq, computed in
+// double as the CPU backend does.
+__device__ __forceinline__ void rope_pair(float& a, float& b, int pos, float freq) {
+    double s, c, da = a, db = b;
+    sincos((double)pos * (double)freq, &s, &c);
+    a = (float)(da * c - db * s);
+    b = (float)(da * s + db * c);
+}
