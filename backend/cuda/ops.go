@@ -612,7 +612,7 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 	if fused {
 		merged = olat.ptr
 	}
-	b.record("attn_partial_4", grid2(T*H, S), [3]uint32{256, 1, 1}, int64(T*H)*int64(b.maxPos+1)*int64(W)*k.esize,
+	b.record("attn_partial", grid2(T*H, S), [3]uint32{256, 1, 1}, int64(T*H)*int64(b.maxPos+1)*int64(W)*k.esize,
 		uint64(part), uint64(query), uint64(qq.ptr), uint64(qq.stride), uint64(nope), uint64(freqs),
 		uint64(k.layer(layer)), uint64(b.posDev()), uint64(H), uint64(S), f32bits(scale), uint64(merged), uint64(b.counters))
 	if !fused {

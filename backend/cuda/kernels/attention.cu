@@ -82,6 +82,10 @@ __device__ void attn_merge(float* olat, const float* part, int S, int th, float*
 #define ATT_WARPS 8
 // HALF2: f16 rows are read a pair of columns per 4-byte load
 #define HALF2 (CACHE_HALF && KV_LORA % 64 == 0 && CACHE_W % 2 == 0)
+// ATT_AP: positions a warp takes per step (its loads in flight at once).
+// 8 with f16 pairs held as loaded measured slower (youtu 570 → 545 tok/s,
+// 462 → 354 at 4096): the registers spill.
+#define ATT_AP 4
 // attn_split is one split of split-K attention for block (th = t·H + h, s):
 // an online softmax of the query in qsh (q_lat then q_pe) over positions
 // [p0, p1) of the layer's cache, written to part as (max, sum, Σ e·latent).
@@ -241,13 +245,11 @@ __device__ __forceinline__ void attn_partial_impl(float* part, const float* quer
     attn_split<AP, false>(part, qsh, layer, nullptr, -1, p0, p1, th, S, s, scale, olat, counter);
 }
 
-#define ATTN_PARTIAL(AP)                                                                                                           \
-    extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)                                                                  \
-        attn_partial_##AP(float* part, const float* query, const float* q, i64 qs, int nope, const float* freqs,                  \
-                          const cache_t* layer, const int* pos, int H, int S, float scale, float* olat, unsigned* counter) {      \
-        attn_partial_impl<AP>(part, query, q, qs, nope, freqs, layer, pos, H, S, scale, olat, counter);                          \
-    }
-ATTN_PARTIAL(4)
+extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_partial(float* part, const float* query, const float* q, i64 qs, int nope, const float* freqs, const cache_t* layer,
+                 const int* pos, int H, int S, float scale, float* olat, unsigned* counter) {
+    attn_partial_impl<ATT_AP>(part, query, q, qs, nope, freqs, layer, pos, H, S, scale, olat, counter);
+}
 
 // attn_combine merges the S splits of block t·H + h into olat[t][h·KV_LORA..].
 extern "C" __global__ void attn_combine(float* olat, const float* part, int S) {
@@ -432,7 +434,7 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     }
     __syncthreads();
 
-    if (!attn_split<4, true>(p.part, qsh, p.layer, crow, own ? pos : -1, p0, p1, h, S, s, p.scale, p.olat, p.counter, osh)) return;
+    if (!attn_split<ATT_AP, true>(p.part, qsh, p.layer, crow, own ? pos : -1, p0, p1, h, S, s, p.scale, p.olat, p.counter, osh)) return;
 
     // the last split: o[h] = v_b[h]·o_lat[h], each row summed as mmv1 sums it
     __syncthreads();

@@ -123,7 +123,7 @@ extern "C" __global__ void add(float* d, i64 ds, const float* s, i64 ss, int col
 // route_token scores one token's experts (softmax or sigmoid of the router
 // logits z), picks the top `used` by score + bias (the first on ties, as a
 // stable sort does) and writes their ids and weights. One warp; p and taken
-// are shared arrays of E entries.
+// are shared arrays of E and 2E entries.
 __device__ void route_token(int* ids, float* wts, const float* z, const float* bias, int E, int used, int sigm, int norm,
                             float wscale, float* p, int* taken) {
     const int lane = threadIdx.x & 31;
@@ -143,14 +143,19 @@ __device__ void route_token(int* ids, float* wts, const float* z, const float* b
         float inv = (float)(1.0 / s);
         for (int e = lane; e < E; e += 32) p[e] *= inv;
     }
-    for (int e = lane; e < E; e += 32) taken[e] = 0;
+    // selection scores once (the bias read from memory once, not per pick)
+    float* sel = (float*)taken + E;
+    for (int e = lane; e < E; e += 32) {
+        taken[e] = 0;
+        sel[e] = bias ? p[e] + bias[e] : p[e];
+    }
     __syncwarp();
     for (int k = 0; k < used; k++) {
         float best = -INFINITY;
         int at = 1 << 30;
         for (int e = lane; e < E; e += 32) {
             if (taken[e]) continue;
-            float v = bias ? p[e] + bias[e] : p[e];
+            const float v = sel[e];
             if (v > best || (v == best && e < at)) { best = v; at = e; }
         }
         for (int o = 16; o > 0; o >>= 1) {
@@ -179,7 +184,7 @@ __device__ void route_token(int* ids, float* wts, const float* z, const float* b
 extern "C" __global__ void moe_route(int* ids, float* wts, const float* logits, const float* bias, int E, int used, int sigm, int norm, float wscale) {
     pdl_entry();
     __shared__ float p[1024];
-    __shared__ int taken[1024];
+    __shared__ int taken[2048];  // picked flags, then selection scores (route_token)
     const int t = blockIdx.x;
     route_token(ids + t * used, wts + t * used, logits + (i64)t * E, bias, E, used, sigm, norm, wscale, p, taken);
 }
@@ -197,7 +202,7 @@ extern "C" __global__ void __launch_bounds__(256) moe_router(int* ids, float* wt
                                                              int E, int used, int sigm, int norm, float wscale) {
     __shared__ float red[32];
     __shared__ float p[1024];
-    __shared__ int taken[1024];
+    __shared__ int taken[2048];  // picked flags, then selection scores (route_token)
     __shared__ bool last;
     const int t = blockIdx.y, e = blockIdx.x, n4 = K / 4;
     const float4* r = (const float4*)(router + (i64)e * K);
