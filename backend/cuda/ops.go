@@ -278,16 +278,22 @@ type mq struct {
 	wts           uintptr // MoE down: weighted sum of nsum experts per token
 	nsum          int64
 	y2            uintptr // mmv1, one problem: y2 += y after the product (a residual add)
-	in            input   // what the activations are, for fusing
-	typ           quant.Type
-	ny            int
+	// mmv1, one token: problems (summands with nsum) from nr on are the
+	// shared expert's chunks: weights wx (w2x), input xsrcx, output yx
+	nr          int64
+	wx, w2x, yx uintptr
+	xsrcx       uintptr
+	in          input // what the activations are, for fusing
+	typ         quant.Type
+	ny          int
 }
 
 func (m *mq) slots() []uint64 {
 	return []uint64{uint64(m.w), uint64(m.rowBytes), uint64(m.K), uint64(m.N), uint64(m.xq), uint64(m.xd), uint64(m.xb),
 		uint64(m.xrows), uint64(m.xY), uint64(max(m.xDiv, 1)), uint64(m.y), uint64(m.ys), uint64(m.yY), uint64(m.T),
 		uint64(m.acc), uint64(m.ids), uint64(m.wY), uint64(m.w2), uint64(m.xsrc), uint64(m.xrs), uint64(max(m.xS, 1)),
-		uint64(m.xseg), uint64(m.nw), f32bits(m.eps) | uint64(m.mode)<<32, uint64(m.wts), uint64(m.nsum), uint64(m.y2)}
+		uint64(m.xseg), uint64(m.nw), f32bits(m.eps) | uint64(m.mode)<<32, uint64(m.wts), uint64(m.nsum), uint64(m.y2),
+		uint64(m.nr), uint64(m.wx), uint64(m.w2x), uint64(m.yx), uint64(m.xsrcx)}
 }
 
 // mv mirrors the kernels' struct MV (kernels/matmul.cu).
@@ -444,6 +450,9 @@ func (b *Backend) matmul(d *tensor, w *weight, s *tensor, accumulate bool) {
 	}
 	b.writes(d)
 	b.product(w, in, output{N: d.cols, y: d.ptr, ys: int64(d.stride), T: s.rows, acc: accumulate, ny: 1, xRows: 1})
+	if accumulate {
+		b.foldSharedDown()
+	}
 }
 
 // MatMul sets dst = src · Wᵀ.
@@ -735,7 +744,80 @@ func (b *Backend) fuseGateUp(d, g, u *tensor) bool {
 		b.withShared(shmem)
 	}
 	b.writes(d)
+	b.foldSharedGateUp()
 	return true
+}
+
+// relaunch re-picks launch i's kernel, grid and shared memory after its
+// mq parameters changed, and rewrites its arguments.
+func (b *Backend) relaunch(i int) {
+	l := &b.launches[i]
+	copy(b.args[l.a0:l.a0+l.n], l.mq.slots())
+	name, grid, shmem := b.mqLaunch(l.mq)
+	l.fn, l.name, l.grid, l.shmem = b.function(name), name, grid, uint32(shmem)
+	if shmem > 48<<10 && b.bigShared[l.fn] < shmem {
+		last := len(b.launches) - 1
+		b.launches[i], b.launches[last] = b.launches[last], b.launches[i]
+		b.withShared(shmem)
+		b.launches[i], b.launches[last] = b.launches[last], b.launches[i]
+	}
+}
+
+// foldSharedGateUp moves the shared expert's gate/up launch, just
+// recorded, into the routed experts' gate/up launch two before it (the
+// routed down projection between them reads neither its input nor its
+// output): its ff·nsh rows become nsh more problems of ff rows, written to
+// its own output. One token, mmv1 kernels, the same weight format.
+func (b *Backend) foldSharedGateUp() {
+	n := len(b.launches)
+	if n < 3 || b.T != 1 {
+		return
+	}
+	sh, down, routed := &b.launches[n-1], &b.launches[n-2], &b.launches[n-3]
+	ms, md, mr := sh.mq, down.mq, routed.mq
+	if ms == nil || md == nil || mr == nil || sh.skip || down.skip || routed.skip ||
+		!strings.HasPrefix(sh.name, "mmv1_") || !strings.HasPrefix(routed.name, "mmv1_") ||
+		ms.ids != 0 || ms.w2 == 0 || ms.ny != 1 || ms.acc != 0 || ms.nr != 0 ||
+		mr.ids == 0 || mr.w2 == 0 || mr.nsum != 0 || mr.nr != 0 || mr.T != 1 || mr.acc != 0 ||
+		md.ids != mr.ids || md.nsum == 0 ||
+		ms.typ != mr.typ || ms.rowBytes != mr.rowBytes || ms.K != mr.K || ms.in != mr.in || ms.xsrc != mr.xsrc ||
+		ms.N%mr.N != 0 {
+		return
+	}
+	mr.nr = int64(mr.ny)
+	mr.wx, mr.w2x, mr.yx, mr.xsrcx = ms.w, ms.w2, ms.y, ms.xsrc
+	mr.ny += int(ms.N / mr.N)
+	routed.bytes += sh.bytes
+	b.launches = b.launches[:n-1]
+	b.relaunch(n - 3)
+}
+
+// foldSharedDown moves the shared expert's down projection, just recorded
+// (accumulating into the MoE sum), into the routed experts' down launch
+// before it, as one more summand of weight 1 read from the shared
+// expert's activations. One token, mmv1 kernels, a shared expert as wide
+// as a routed one (K equal).
+func (b *Backend) foldSharedDown() {
+	n := len(b.launches)
+	if n < 2 || b.T != 1 || b.NoFusion {
+		return
+	}
+	sh, routed := &b.launches[n-1], &b.launches[n-2]
+	ms, mr := sh.mq, routed.mq
+	if ms == nil || mr == nil || sh.skip || routed.skip ||
+		!strings.HasPrefix(sh.name, "mmv1_") || !strings.HasPrefix(routed.name, "mmv1_") ||
+		ms.ids != 0 || ms.w2 != 0 || ms.ny != 1 || ms.acc != 1 || ms.nsum != 0 || ms.nw != 0 || ms.y2 != 0 ||
+		mr.ids == 0 || mr.nsum == 0 || mr.nr != 0 || mr.ny != 1 || mr.T != 1 || mr.acc != 0 || mr.y2 != 0 || mr.nw != 0 ||
+		ms.y != mr.y || ms.N != mr.N ||
+		ms.typ != mr.typ || ms.rowBytes != mr.rowBytes || ms.K != mr.K {
+		return
+	}
+	mr.nr = mr.nsum
+	mr.nsum++
+	mr.wx, mr.xsrcx = ms.w, ms.xsrc
+	routed.bytes += sh.bytes
+	b.launches = b.launches[:n-1]
+	b.relaunch(n - 2)
 }
 
 // Add sets dst += src.
@@ -765,7 +847,7 @@ func (b *Backend) fuseAdd(d, s *tensor) bool {
 	}
 	l := &b.launches[n-1]
 	m := l.mq
-	if m == nil || l.skip || !strings.HasPrefix(l.name, "mmv1_") || m.T != 1 || m.acc != 1 || m.ny != 1 || m.nsum != 0 ||
+	if m == nil || l.skip || !strings.HasPrefix(l.name, "mmv1_") || m.T != 1 || (m.acc != 1 && m.nsum == 0) || m.ny != 1 ||
 		m.y2 != 0 || m.y != s.ptr || int(m.N) != s.cols || spanOf(d).overlaps(spanOf(s)) {
 		return false
 	}

@@ -37,6 +37,15 @@ struct MQ {
     // When set (one problem, mmv1): y2 += the new y, the residual add that
     // follows a product accumulating into a sum (x += moe + shared expert).
     float* y2;
+    // Extras (mmv1, one token, nr set): problems py ≥ nr, or with nsum the
+    // summands k ≥ nr, are the shared expert's: chunk j = py − nr (or
+    // k − nr) of N rows of wx (and w2x) from row j·N, its input xsrcx, its
+    // output yx + j·yY, its weight in a sum 1.
+    i64 nr;
+    const u8* wx;
+    const u8* w2x;
+    float* yx;
+    const float* xsrcx;
 };
 
 // quant_row rounds one row of L activations (RMS-normalised first when nw
@@ -468,19 +477,24 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     const int RW = (32 / lpr) * G;  // rows per warp group
     const int py = blockIdx.y;
     const int nk = p.nsum ? (int)p.nsum : 1;  // products summed per output
+    // extra(k) is the shared expert's chunk that problem py (summand k) is, or -1
+    auto extra = [&](int k) { return p.nr == 0 ? -1 : (p.nsum ? k : py) - (int)p.nr; };
     const int nch = (nb + JC * lpr - 1) / (JC * lpr);  // load sets per row
     const i64 ngroups = (p.N + RW - 1) / RW, gstep = (i64)gridDim.x * nwarps;
 
     auto load = [&](Frag<TY, G, JC, NW>& f, i64 grp, int k, int ch) {
         const int pk = p.nsum ? py * nk + k : py;
-        const i64 base = (p.ids ? (i64)p.ids[pk] : (i64)pk) * p.wY;
+        const int j = extra(k);
+        const i64 base = j >= 0 ? (i64)j * p.N : (p.ids ? (i64)p.ids[pk] : (i64)pk) * p.wY;
+        const u8* w1 = j >= 0 ? p.wx : p.w;
+        const u8* w2 = j >= 0 ? p.w2x : p.w2;
 #pragma unroll
         for (int g = 0; g < G; g++) {
             i64 o = grp * RW + sub * G + g;
             if (o >= p.N) o = p.N - 1;
 #pragma unroll
             for (int m = 0; m < NW; m++) {
-                const u8* row = (m ? p.w2 : p.w) + (base + o) * p.rowBytes;
+                const u8* row = (m ? w2 : w1) + (base + o) * p.rowBytes;
 #pragma unroll
                 for (int j = 0; j < JC; j++) {
                     const int b = (ch * JC + j) * lpr + l;
@@ -515,7 +529,8 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
         for (int kk = 0; kk < nk; kk++) {
             const int pk = p.nsum ? py * nk + kk : py;
             const i64 R = (pk / p.xDiv) * p.xY;
-            round_row_q8(p.xsrc + (R / p.xS) * p.xrs + (R % p.xS) * p.xseg, K, p.nw, p.eps, sq + kk * K, sd + kk * nb, sa + kk * nb, red);
+            const float* src = extra(kk) >= 0 ? p.xsrcx : p.xsrc + (R / p.xS) * p.xrs + (R % p.xS) * p.xseg;
+            round_row_q8(src, K, p.nw, p.eps, sq + kk * K, sd + kk * nb, sa + kk * nb, red);
         }
     } else {  // rounded by quant_act (unfused operations): copy it in, adding the sums
         for (int i = threadIdx.x; i < nk * nb; i += blockDim.x) {
@@ -583,14 +598,15 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
                     for (int off = lpr >> 1; off > 0; off >>= 1) acc[g][m] += __shfl_xor_sync(0xffffffffu, acc[g][m], off);
                 float v = acc[g][0];
                 if (DUAL) v = v / (1.f + expf(-v)) * acc[g][NW - 1];
-                total[g] = p.nsum ? total[g] + p.wts[pk] * v : v;
+                total[g] = p.nsum ? total[g] + (extra(k) >= 0 ? 1.f : p.wts[pk]) * v : v;
             }
             if (k == nk - 1) {
+                const int j = extra(k);
 #pragma unroll
                 for (int g = 0; g < G; g++) {
                     const i64 o = grp * RW + sub * G + g;
                     if (l == 0 && o < p.N) {
-                        float* d = p.y + py * p.yY + o;
+                        float* d = (j >= 0 && !p.nsum ? p.yx + j * p.yY : p.y + py * p.yY) + o;
                         const float v = p.acc ? *d + total[g] : total[g];
                         *d = v;
                         if (p.y2) p.y2[o] += v;
