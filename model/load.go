@@ -16,6 +16,11 @@ type Options struct {
 	Backend string // "cpu", "cuda" or "auto" ("" = auto)
 	Threads int    // CPU workers; 0 = one per core
 	Context int    // cache positions; 0 = min(trained context, 4096)
+	// Progress, when set, is called as the weights are handed to the backend
+	// (uploaded to a GPU, repacked for the CPU) with the bytes done so far
+	// and the bytes of all the file's tensors (a file's unused tensors, such
+	// as a next-token-prediction layer, leave done short of total).
+	Progress func(done, total int64)
 }
 
 // MaxThreads bounds the CPU workers, as ggml does (GGML_MAX_N_THREADS): each
@@ -91,7 +96,7 @@ func Load(path string, o Options) (*Loaded, error) {
 	}
 	var m *deepseek2.Model
 	if err == nil {
-		m, err = deepseek2.New(f, c, be, o.Context)
+		m, err = deepseek2.New(f, c, be, o.Context, progressOf(f, o.Progress))
 	}
 	if err != nil {
 		be.Close()
@@ -99,6 +104,18 @@ func Load(path string, o Options) (*Loaded, error) {
 		return nil, err
 	}
 	return &Loaded{File: f, Model: m, Backend: be}, nil
+}
+
+// progressOf is fn with the total bytes of f's tensors bound in, or nil.
+func progressOf(f *gguf.File, fn func(done, total int64)) func(int64) {
+	if fn == nil {
+		return nil
+	}
+	var total int64
+	for i := range f.Tensors {
+		total += int64(len(f.TensorData(&f.Tensors[i])))
+	}
+	return func(done int64) { fn(done, total) }
 }
 
 // checkMemory refuses a CPU cache for ctx positions that is larger than the

@@ -85,3 +85,32 @@ func TestCacheFits(t *testing.T) {
 		}
 	}
 }
+
+// Progress reports the file bytes handed to the backend, tensor by tensor:
+// rising, within the file's tensor bytes, and all of them for a file whose
+// every tensor is used.
+func TestLoadProgress(t *testing.T) {
+	for _, name := range []string{"tiny-youtu-q4_0.gguf", "tiny-glm-q4_k_m.gguf"} {
+		var calls int
+		var last, total int64
+		lm, err := Load(filepath.Join(goldenModels, name), Options{Backend: "cpu", Threads: 1, Context: 64,
+			Progress: func(done, all int64) {
+				if done <= last || done > all || (total != 0 && all != total) {
+					t.Errorf("%s: progress %d of %d after %d of %d", name, done, all, last, total)
+				}
+				calls++
+				last, total = done, all
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want int64
+		for i := range lm.File.Tensors {
+			want += int64(len(lm.File.TensorData(&lm.File.Tensors[i])))
+		}
+		lm.Close()
+		if calls < 10 || total != want || last != want {
+			t.Errorf("%s: %d calls, last %d of %d; want %d of %d", name, calls, last, total, want, want)
+		}
+	}
+}

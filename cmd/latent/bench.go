@@ -77,7 +77,9 @@ func loadWithin(cmd *cobra.Command, ref string, opts model.Options, asked string
 	if err != nil {
 		return nil, "", err
 	}
-	lm, err := model.Load(path, opts)
+	meter := newLoadMeter(cmd.ErrOrStderr())
+	lm, err := model.Load(path, meter.options(opts))
+	meter.clear()
 	var trained *deepseek2.ErrContextTrained
 	if errors.As(err, &trained) {
 		return nil, "", fmt.Errorf("%s: %s, more than the model's trained context of %d", ref, asked, trained.Trained)

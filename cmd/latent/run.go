@@ -169,7 +169,9 @@ func loadRef(cmd *cobra.Command, ref string, opts model.Options) (*model.Loaded,
 		return nil, 0, err
 	}
 	start := time.Now()
-	lm, err := model.Load(path, opts)
+	meter := newLoadMeter(cmd.ErrOrStderr())
+	lm, err := model.Load(path, meter.options(opts))
+	meter.clear()
 	if err != nil {
 		return nil, 0, err
 	}

@@ -66,7 +66,9 @@ for up to --drain before exiting.`,
 				name = servedName(args[0], path)
 			}
 			start := time.Now()
-			m, lm, err := server.Load(path, name, opts)
+			meter := newLoadMeter(cmd.ErrOrStderr())
+			m, lm, err := server.Load(path, name, meter.options(opts))
+			meter.clear()
 			if err != nil {
 				return err
 			}

@@ -28,9 +28,11 @@ type layer struct {
 
 // binder looks tensors up by name, checks their shapes and hands them to the backend.
 type binder struct {
-	f   *gguf.File
-	be  backend.Backend
-	err error
+	f        *gguf.File
+	be       backend.Backend
+	err      error
+	done     int64            // file bytes handed to the backend
+	progress func(done int64) // or nil
 }
 
 func (b *binder) info(name string, dims ...int) *gguf.TensorInfo {
@@ -55,9 +57,15 @@ func (b *binder) get(name string, dims ...int) backend.Weight {
 	if t == nil {
 		return nil
 	}
-	w, err := b.be.Weight(name, t.Type, t.Dims, b.f.TensorData(t))
+	data := b.f.TensorData(t)
+	w, err := b.be.Weight(name, t.Type, t.Dims, data)
 	if err != nil {
 		b.err = err
+		return nil
+	}
+	b.done += int64(len(data))
+	if b.progress != nil {
+		b.progress(b.done)
 	}
 	return w
 }

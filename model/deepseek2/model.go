@@ -47,13 +47,15 @@ func Load(f *gguf.File, be backend.Backend, ctx int) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return New(f, c, be, ctx)
+	return New(f, c, be, ctx, nil)
 }
 
 // New binds the tensors of f, whose configuration c is, on be and allocates
 // the latent cache for ctx positions (0: the smaller of the trained context
 // and 4096). A negative ctx, or one past the trained context, is an error.
-func New(f *gguf.File, c *Config, be backend.Backend, ctx int) (*Model, error) {
+// progress, when set, is called after each tensor the backend adopts with
+// the bytes of the file's tensors adopted so far.
+func New(f *gguf.File, c *Config, be backend.Backend, ctx int, progress func(done int64)) (*Model, error) {
 	switch {
 	case ctx < 0:
 		return nil, fmt.Errorf("context %d is negative (0: the smaller of the trained context and 4096)", ctx)
@@ -62,7 +64,7 @@ func New(f *gguf.File, c *Config, be backend.Backend, ctx int) (*Model, error) {
 	case ctx > c.ContextLength:
 		return nil, fmt.Errorf("%s: %w", f.Name, &ErrContextTrained{Asked: ctx, Trained: c.ContextLength})
 	}
-	b := &binder{f: f, be: be}
+	b := &binder{f: f, be: be, progress: progress}
 	m := &Model{Config: c, be: be, ctx: ctx, rope: ropeOf(c), scale: attnScale(c)}
 	m.embd = b.get("token_embd.weight", c.Dim, c.Vocab)
 	m.outNorm = b.get("output_norm.weight", c.Dim)
