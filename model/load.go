@@ -16,10 +16,11 @@ type Options struct {
 	Backend string // "cpu", "cuda" or "auto" ("" = auto)
 	Threads int    // CPU workers; 0 = one per core
 	Context int    // cache positions; 0 = min(trained context, 4096)
-	// Progress, when set, is called as the weights are handed to the backend
-	// (uploaded to a GPU, repacked for the CPU) with the bytes done so far
-	// and the bytes of all the file's tensors (a file's unused tensors, such
-	// as a next-token-prediction layer, leave done short of total).
+	// Progress, when set, is called as the file's tensors are handed to the
+	// backend (uploaded to a GPU, repacked for the CPU) with the bytes done
+	// so far and the bytes of all the file's tensors. Tensors the network
+	// does not use as they are (a next-token-prediction layer, an older
+	// file's combined attn_kv_b, split at load) leave done short of total.
 	Progress func(done, total int64)
 }
 
@@ -56,6 +57,11 @@ func NewBackend(name string, threads int) (backend.Backend, error) {
 	}
 	if name == "cpu" || name == "" || name == "auto" {
 		if err := cpu.CheckEnv(); err != nil {
+			return nil, err
+		}
+	}
+	if name == "cuda" || name == "" || name == "auto" {
+		if err := cuda.CheckEnv(); err != nil {
 			return nil, err
 		}
 	}

@@ -114,3 +114,23 @@ func TestLoadProgress(t *testing.T) {
 		}
 	}
 }
+
+// A LATENT_CACHE_TYPE the CUDA backend would refuse is an error wherever
+// that backend may run (auto falls back to the CPU without a GPU, and a
+// typo must not pass silently there); the CPU backend's float32 cache
+// ignores it.
+func TestLoadCacheTypeEnv(t *testing.T) {
+	t.Setenv("LATENT_CACHE_TYPE", "q4")
+	path := filepath.Join(goldenModels, "tiny-youtu-q4_0.gguf")
+	for _, be := range []string{"auto", "cuda"} {
+		_, err := Load(path, Options{Backend: be, Context: 64})
+		if err == nil || err.Error() != "LATENT_CACHE_TYPE=q4: unknown cache type (f16 or f32)" {
+			t.Errorf("--backend %s: error %v", be, err)
+		}
+	}
+	lm, err := Load(path, Options{Backend: "cpu", Context: 64})
+	if err != nil {
+		t.Fatalf("--backend cpu: %v", err)
+	}
+	lm.Close()
+}

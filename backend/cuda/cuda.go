@@ -138,6 +138,13 @@ func New(ordinal int) (*Backend, error) {
 	return b, nil
 }
 
+// CheckEnv reports a LATENT_CACHE_TYPE this backend would refuse, so that
+// a typo is an error even where no GPU is found and the CPU runs instead.
+func CheckEnv() error {
+	_, err := halfCache(os.Getenv("LATENT_CACHE_TYPE"))
+	return err
+}
+
 // halfCache reads LATENT_CACHE_TYPE: f16 (the default) or f32.
 func halfCache(v string) (bool, error) {
 	switch v {
@@ -557,6 +564,7 @@ func (b *Backend) Read(t backend.Tensor, dst []float32) {
 	if n == 0 {
 		return
 	}
+	b.reads(p) // lazy work writing t runs first
 	span := (int64(p.rows-1)*int64(p.stride) + int64(p.cols)) * 4
 	if err := b.readBack(p.ptr, span); err != nil {
 		panic(fmt.Errorf("cuda: read: %w", err))

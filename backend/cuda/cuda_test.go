@@ -101,9 +101,9 @@ func maxAbsDiff(a, b []float32) float64 {
 }
 
 // trace runs a golden prompt and its fed steps on the GPU.
-func trace(t *testing.T, path string, want *engine.Trace, graphs, fusion bool) *engine.Trace {
+func trace(t *testing.T, path string, want *engine.Trace, graphs, fusion bool, cache string) *engine.Trace {
 	t.Helper()
-	t.Setenv("LATENT_CACHE_TYPE", "f32") // the golden logits were made with a float32 cache
+	t.Setenv("LATENT_CACHE_TYPE", cache)
 	lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 1024})
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +157,7 @@ func TestGoldenLogitsGPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := trace(t, gguf, &want, true, true)
+			got := trace(t, gguf, &want, true, true, "f32") // the golden logits were made with a float32 cache
 			worst := 0.0
 			for i := range want.PromptLogits {
 				d := maxAbsDiff(got.PromptLogits[i], want.PromptLogits[i])
@@ -176,11 +176,17 @@ func TestGoldenLogitsGPU(t *testing.T) {
 			t.Logf("%s: largest deviation %.3g (tolerance %g)", name, worst, tol)
 			// Graph replay and the fusions compute exactly what launching every
 			// operation on its own computes.
+			// With the f16 cache (the default) too, whose kernels read pairs.
+			got16 := trace(t, gguf, &want, true, true, "f16")
 			for _, v := range []struct {
 				name           string
 				graphs, fusion bool
-			}{{"direct launches", false, true}, {"unfused operations", false, false}} {
-				other := trace(t, gguf, &want, v.graphs, v.fusion)
+				cache          string
+				base           *engine.Trace
+			}{{"direct launches", false, true, "f32", got}, {"unfused operations", false, false, "f32", got},
+				{"unfused operations with an f16 cache", false, false, "f16", got16}} {
+				got := v.base
+				other := trace(t, gguf, &want, v.graphs, v.fusion, v.cache)
 				for i := range want.PromptLogits {
 					if d := maxAbsDiff(got.PromptLogits[i], other.PromptLogits[i]); d != 0 {
 						t.Errorf("prompt position %d: %s differ by %.3g", i, v.name, d)

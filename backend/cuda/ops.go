@@ -9,7 +9,7 @@ import (
 )
 
 // Operations record kernel launches; nothing runs until the pass's result
-// is read. Three fusions happen while recording:
+// is read. Fusions happen while recording; the first three:
 //   - RMSNorm is lazy: its launch is recorded but skipped unless something
 //     other than a matrix product reads its output; a product reading it
 //     normalises its input itself while rounding it to 8-bit blocks.
@@ -283,6 +283,7 @@ type mq struct {
 	nr          int64
 	wx, w2x, yx uintptr
 	xsrcx       uintptr
+	inx         span  // what xsrcx covers
 	in          input // what the activations are, for fusing
 	typ         quant.Type
 	ny          int
@@ -562,8 +563,10 @@ func (b *Backend) CacheStore(c backend.Cache, layer int, src backend.Tensor) {
 			b.record("kv_finish", grid1(s.rows), [3]uint32{256, 1, 1}, int64(s.rows*s.cols)*(8+k.esize),
 				uint64(k.layer(layer)), uint64(s.ptr), uint64(s.stride), uint64(b.posDev()), uint64(nw), f32bits(eps), uint64(freqs))
 			if s.rows == 1 { // attention right after may do it itself (attn_decode)
-				b.launches[len(b.launches)-1].skip = true
-				b.pendStore = &pendingStore{launch: len(b.launches) - 1, layer: layer, kv: s.ptr, width: k.width, nw: nw, eps: eps, freqs: freqs}
+				l := &b.launches[len(b.launches)-1]
+				l.skip = true
+				b.pendStore = &pendingStore{launch: len(b.launches) - 1, layer: layer, kv: s.ptr, width: k.width, nw: nw, eps: eps, freqs: freqs,
+					args: append([]uint64(nil), b.args[l.a0:l.a0+l.n]...)}
 			}
 			return
 		}
@@ -575,8 +578,8 @@ func (b *Backend) CacheStore(c backend.Cache, layer int, src backend.Tensor) {
 
 // splits is the number of position ranges attention divides the cache
 // into for H heads: fixed per context so that one recorded decode step
-// serves all, and few enough that the H·S blocks run in one wave (two per
-// SM). (Filling the GPU whatever the context decoded youtu 22% faster at a
+// serves all, and few enough that a token's H·S blocks run in one wave
+// (two per SM). (Filling the GPU whatever the context decoded youtu 22% faster at a
 // 640-token context, but moved tiny-dsv2-q8_0's golden deviation from
 // 0.0495 to 0.073.)
 func (b *Backend) splits(H int) int {
@@ -643,25 +646,24 @@ type pendingStore struct {
 	width         int
 	nw, freqs     uintptr
 	eps           float32
+	args          []uint64 // kv_finish's arguments, to record it again
 }
 
 // span is the kv row the store normalises and rotates.
 func (p *pendingStore) span() span { return span{p.kv, p.kv + uintptr(4*p.width)} }
 
-// settleKV runs kv_finish again (its launch, as recorded) when an
-// operation touches the kv row that attn_decode left raw: a read must see
-// the row normalised and rotated, as after kv_finish; a write needs
-// nothing.
+// settleKV records kv_finish again when an operation touches the kv row
+// that attn_decode left raw (it writes the same cache row again): a read,
+// or a write of only part of the row, must find the row normalised and
+// rotated, as after kv_finish; a write of the whole row needs nothing.
 func (b *Backend) settleKV(s span, read bool) {
 	p := b.rawKV
 	if p == nil || !p.span().overlaps(s) {
 		return
 	}
 	b.rawKV = nil
-	if read {
-		l := b.launches[p.launch]
-		l.skip = false
-		b.launches = append(b.launches, l)
+	if whole := s.lo <= p.kv && p.span().hi <= s.hi; read || !whole {
+		b.record("kv_finish", grid1(1), [3]uint32{256, 1, 1}, int64(p.width)*(8+b.kv.esize), p.args...)
 	}
 }
 
@@ -675,7 +677,7 @@ func (b *Backend) attnDecode(d, q *tensor, kb, vb *weight, k *kvCache, layer int
 	nope, H, vdim := kb.dim(0), kb.dim(2), vb.dim(1)
 	S := b.splits(H)
 	if b.NoFusion || q.rows != 1 || kb.typ != vb.typ || (kb.typ != quant.Q4_0 && kb.typ != quant.Q8_0) ||
-		nope%32 != 0 || nope > 1024 || b.kvl > 1024 || H >= maxCounters || S > 64 {
+		nope%32 != 0 || nope > 1024 || b.kvl > 1024 || H >= maxCounters {
 		return false
 	}
 	if store != nil && store.layer != layer {
@@ -685,18 +687,23 @@ func (b *Backend) attnDecode(d, q *tensor, kb, vb *weight, k *kvCache, layer int
 	var eps float32
 	if store != nil {
 		kv, nw, kvFreqs, eps = store.kv, store.nw, store.freqs, store.eps
-		b.rawKV = store // kv keeps the raw row: kv_finish runs if it is read
 	}
 	part := b.scratch(int64(H*S*(b.kvl+2)) * 4)
 	olat := b.scratch(int64(H*b.kvl) * 4)
 	b.writes(d)
 	bytes := int64(H)*(int64(b.kvl)*kb.rowBytes+int64(vdim)*vb.rowBytes) + int64(H)*int64(b.maxPos+1)*int64(k.width)*k.esize
 	name := "attn_decode_" + deviceTypes[kb.typ] + "_" + deviceTypes[vb.typ]
+	if b.rawKV != nil && store != nil { // an earlier raw row still unsettled (never, in the model's order)
+		b.settleKV(b.rawKV.span(), true)
+	}
 	b.recordStruct(name, grid2(H, S), [3]uint32{256, 1, 1}, bytes,
 		uint64(part), uint64(olat), uint64(d.ptr), uint64(q.ptr), uint64(nope), uint64(freqs),
 		uint64(kv), uint64(nw), uint64(kvFreqs), uint64(k.layer(layer)), uint64(b.posDev()),
 		uint64(H)|uint64(S)<<32, f32bits(scale)|f32bits(eps)<<32, uint64(b.counters),
 		uint64(kb.ptr), uint64(kb.rowBytes), uint64(vb.ptr), uint64(vb.rowBytes), uint64(vdim))
+	if store != nil {
+		b.rawKV = store // kv keeps the raw row: kv_finish runs if it is read
+	}
 	return true
 }
 
@@ -763,6 +770,12 @@ func (b *Backend) relaunch(i int) {
 	}
 }
 
+// outSpan is what a one-token product writes: ny problems of N floats yY apart.
+func outSpan(m *mq) span {
+	n := int64(m.ny-1)*m.yY + m.N
+	return span{m.y, m.y + uintptr(4*n)}
+}
+
 // foldSharedGateUp moves the shared expert's gate/up launch, just
 // recorded, into the routed experts' gate/up launch two before it (the
 // routed down projection between them reads neither its input nor its
@@ -781,7 +794,8 @@ func (b *Backend) foldSharedGateUp() {
 		mr.ids == 0 || mr.w2 == 0 || mr.nsum != 0 || mr.nr != 0 || mr.T != 1 || mr.acc != 0 ||
 		md.ids != mr.ids || md.nsum == 0 ||
 		ms.typ != mr.typ || ms.rowBytes != mr.rowBytes || ms.K != mr.K || ms.in != mr.in || ms.xsrc != mr.xsrc ||
-		ms.N%mr.N != 0 {
+		ms.N%mr.N != 0 || mr.yY != mr.N ||
+		outSpan(md).overlaps(ms.in.srcSpan) || outSpan(ms).overlaps(md.in.srcSpan) || outSpan(ms).overlaps(outSpan(md)) {
 		return
 	}
 	mr.nr = int64(mr.ny)
@@ -808,13 +822,13 @@ func (b *Backend) foldSharedDown() {
 		!strings.HasPrefix(sh.name, "mmv1_") || !strings.HasPrefix(routed.name, "mmv1_") ||
 		ms.ids != 0 || ms.w2 != 0 || ms.ny != 1 || ms.acc != 1 || ms.nsum != 0 || ms.nw != 0 || ms.y2 != 0 ||
 		mr.ids == 0 || mr.nsum == 0 || mr.nr != 0 || mr.ny != 1 || mr.T != 1 || mr.acc != 0 || mr.y2 != 0 || mr.nw != 0 ||
-		ms.y != mr.y || ms.N != mr.N ||
+		ms.y != mr.y || ms.N != mr.N || outSpan(mr).overlaps(ms.in.srcSpan) ||
 		ms.typ != mr.typ || ms.rowBytes != mr.rowBytes || ms.K != mr.K {
 		return
 	}
 	mr.nr = mr.nsum
 	mr.nsum++
-	mr.wx, mr.xsrcx = ms.w, ms.xsrc
+	mr.wx, mr.xsrcx, mr.inx = ms.w, ms.xsrc, ms.in.srcSpan
 	routed.bytes += sh.bytes
 	b.launches = b.launches[:n-1]
 	b.relaunch(n - 2)
@@ -848,7 +862,8 @@ func (b *Backend) fuseAdd(d, s *tensor) bool {
 	l := &b.launches[n-1]
 	m := l.mq
 	if m == nil || l.skip || !strings.HasPrefix(l.name, "mmv1_") || m.T != 1 || (m.acc != 1 && m.nsum == 0) || m.ny != 1 ||
-		m.y2 != 0 || m.y != s.ptr || int(m.N) != s.cols || spanOf(d).overlaps(spanOf(s)) {
+		m.y2 != 0 || m.y != s.ptr || int(m.N) != s.cols || spanOf(d).overlaps(spanOf(s)) ||
+		spanOf(d).overlaps(m.in.srcSpan) || spanOf(d).overlaps(m.inx) { // the product's blocks still read their inputs
 		return false
 	}
 	m.y2 = d.ptr

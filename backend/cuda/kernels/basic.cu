@@ -1,7 +1,5 @@
 // Element-wise and row-wise kernels: norms, activation rounding, RoPE, MoE
-// routing and combination. Shapes that every call shares come in as
-// defines: CACHE_W (a cache row: kv_lora + rope), KV_LORA, CACHE_HALF (1:
-// the cache holds f16).
+// routing and combination.
 
 // rmsnorm: dst = src / sqrt(mean(src²) + eps) · w, one block per row.
 extern "C" __global__ void rmsnorm(float* dst, i64 ds, const float* src, i64 ss, const float* w, float eps, int cols) {
@@ -163,7 +161,9 @@ __device__ void route_token(int* ids, float* wts, const float* z, const float* b
             int a2 = __shfl_xor_sync(0xffffffffu, at, o);
             if (b2 > best || (b2 == best && a2 < at)) { best = b2; at = a2; }
         }
-        if (at >= E) at = k;  // every score NaN: an expert in range, not an out-of-bounds id
+        if (at >= E)  // every score left NaN: the first expert not taken, not an out-of-bounds id
+            for (int e = 0; e < E; e++)
+                if (!taken[e]) { at = e; break; }
         if (lane == 0) { taken[at] = 1; ids[k] = at; }
         __syncwarp();
     }

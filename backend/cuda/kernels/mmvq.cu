@@ -601,12 +601,12 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
                 total[g] = p.nsum ? total[g] + (extra(k) >= 0 ? 1.f : p.wts[pk]) * v : v;
             }
             if (k == nk - 1) {
-                const int j = extra(k);
+                const int xj = extra(k);
 #pragma unroll
                 for (int g = 0; g < G; g++) {
                     const i64 o = grp * RW + sub * G + g;
                     if (l == 0 && o < p.N) {
-                        float* d = (j >= 0 && !p.nsum ? p.yx + j * p.yY : p.y + py * p.yY) + o;
+                        float* d = (xj >= 0 && !p.nsum ? p.yx + xj * p.yY : p.y + py * p.yY) + o;
                         const float v = p.acc ? *d + total[g] : total[g];
                         *d = v;
                         if (p.y2) p.y2[o] += v;
