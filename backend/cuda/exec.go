@@ -236,10 +236,14 @@ func (b *Backend) record(name string, grid, block [3]uint32, bytes int64, args .
 	b.args = append(b.args, args...)
 }
 
-// withShared gives the last launch n bytes of dynamic shared memory,
-// raising the kernel's limit first when n is past the default 48 KiB.
-func (b *Backend) withShared(n int) {
-	l := &b.launches[len(b.launches)-1]
+// withShared gives the last launch n bytes of dynamic shared memory (see
+// withSharedAt).
+func (b *Backend) withShared(n int) { b.withSharedAt(len(b.launches)-1, n) }
+
+// withSharedAt gives launch i n bytes of dynamic shared memory, raising the
+// kernel's limit first when n is past the default 48 KiB.
+func (b *Backend) withSharedAt(i, n int) {
+	l := &b.launches[i]
 	l.shmem = uint32(n)
 	if n > 48<<10 && b.bigShared[l.fn] < n {
 		var err error

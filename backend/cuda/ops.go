@@ -741,15 +741,9 @@ func (b *Backend) fuseGateUp(d, g, u *tensor) bool {
 		return false
 	}
 	m1.w2, m1.y, m1.ys = m2.w, d.ptr, int64(d.stride)
-	copy(b.args[l1.a0:l1.a0+l1.n], m1.slots())
 	l1.bytes += l2.bytes
 	b.launches = b.launches[:n-1]
-	name, grid, shmem := b.mqLaunch(m1) // gate/up may take another variant
-	l1 = &b.launches[n-2]
-	l1.fn, l1.name, l1.grid = b.function(name), name, grid
-	if shmem > 0 {
-		b.withShared(shmem)
-	}
+	b.relaunch(n - 2) // gate/up may take another variant
 	b.writes(d)
 	b.foldSharedGateUp()
 	return true
@@ -761,13 +755,8 @@ func (b *Backend) relaunch(i int) {
 	l := &b.launches[i]
 	copy(b.args[l.a0:l.a0+l.n], l.mq.slots())
 	name, grid, shmem := b.mqLaunch(l.mq)
-	l.fn, l.name, l.grid, l.shmem = b.function(name), name, grid, uint32(shmem)
-	if shmem > 48<<10 && b.bigShared[l.fn] < shmem {
-		last := len(b.launches) - 1
-		b.launches[i], b.launches[last] = b.launches[last], b.launches[i]
-		b.withShared(shmem)
-		b.launches[i], b.launches[last] = b.launches[last], b.launches[i]
-	}
+	l.fn, l.name, l.grid = b.function(name), name, grid
+	b.withSharedAt(i, shmem)
 }
 
 // outSpan is what a one-token product writes: ny problems of N floats yY apart.
