@@ -77,9 +77,7 @@ func loadWithin(cmd *cobra.Command, ref string, opts model.Options, asked string
 	if err != nil {
 		return nil, "", err
 	}
-	meter := newLoadMeter(cmd.ErrOrStderr())
-	lm, err := model.Load(path, meter.options(opts))
-	meter.clear()
+	lm, err := loadFile(cmd, path, opts)
 	var trained *deepseek2.ErrContextTrained
 	if errors.As(err, &trained) {
 		return nil, "", fmt.Errorf("%s: %s, more than the model's trained context of %d", ref, asked, trained.Trained)

@@ -5,6 +5,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/latent-ai/latent/internal/units"
 	"github.com/latent-ai/latent/model"
 )
@@ -29,6 +31,14 @@ func newLoadMeter(w io.Writer) *loadMeter {
 		return nil
 	}
 	return &loadMeter{w: w}
+}
+
+// loadFile loads the model file at path, drawing the meter on stderr while
+// its weights go to the backend.
+func loadFile(cmd *cobra.Command, path string, opts model.Options) (*model.Loaded, error) {
+	meter := newLoadMeter(cmd.ErrOrStderr())
+	defer meter.clear()
+	return model.Load(path, meter.options(opts))
 }
 
 // options is o reporting to the meter.

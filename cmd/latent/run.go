@@ -169,9 +169,7 @@ func loadRef(cmd *cobra.Command, ref string, opts model.Options) (*model.Loaded,
 		return nil, 0, err
 	}
 	start := time.Now()
-	meter := newLoadMeter(cmd.ErrOrStderr())
-	lm, err := model.Load(path, meter.options(opts))
-	meter.clear()
+	lm, err := loadFile(cmd, path, opts)
 	if err != nil {
 		return nil, 0, err
 	}
