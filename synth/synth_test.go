@@ -15,6 +15,7 @@ import (
 
 	"github.com/latent-ai/latent/gguf"
 	"github.com/latent-ai/latent/quant"
+	"github.com/latent-ai/latent/tokenizer"
 )
 
 func writeMem(t testing.TB, opts Options) (*Model, []byte) {
@@ -149,10 +150,9 @@ func TestVocab(t *testing.T) {
 				}
 				ids[s] = i
 			}
-			br := byteRunes()
 			for b := 0; b < 256; b++ {
-				if v.Tokens[b] != string(br[b]) {
-					t.Fatalf("token %d is %q, want byte token %q", b, v.Tokens[b], string(br[b]))
+				if want := tokenizer.ByteToken(byte(b)); v.Tokens[b] != want {
+					t.Fatalf("token %d is %q, want byte token %q", b, v.Tokens[b], want)
 				}
 			}
 			ordinary := 256 + len(v.Merges)

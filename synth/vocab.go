@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/tokenizer"
 )
 
 // corpus is the text the first merges are learned on: English prose and Go
@@ -52,23 +53,6 @@ func (v *Vocab) Metadata(chatTemplate string) []gguf.KV {
 	return kv
 }
 
-// byteRunes is GPT-2's byte-to-unicode table: printable bytes stand for
-// themselves, the rest (controls, space, ...) for U+0100 onwards, so every
-// token is printable text ("Ġ" is the space).
-func byteRunes() [256]rune {
-	var t [256]rune
-	n := 0
-	for b := 0; b < 256; b++ {
-		if (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF) {
-			t[b] = rune(b)
-		} else {
-			t[b] = rune(256 + n)
-			n++
-		}
-	}
-	return t
-}
-
 // vocabBuilder grows a vocabulary merge by merge.
 type vocabBuilder struct {
 	tokens []string
@@ -109,9 +93,8 @@ func BuildVocab(spec TokenizerSpec, size int) (*Vocab, error) {
 		return nil, fmt.Errorf("bos/eos special token index out of range")
 	}
 	b := &vocabBuilder{tokens: make([]string, 0, size), ids: make(map[string]int32, size)}
-	br := byteRunes()
-	for _, r := range br {
-		b.add(string(r))
+	for c := range 256 {
+		b.add(tokenizer.ByteToken(byte(c)))
 	}
 	// Specials are reserved up front so no learned token can take their text.
 	specials := make([]string, nspec)
@@ -126,7 +109,7 @@ func BuildVocab(spec TokenizerSpec, size int) (*Vocab, error) {
 		}
 		b.ids[specials[i]] = -1
 	}
-	b.train(ordinary, &br)
+	b.train(ordinary)
 	if err := b.grow(ordinary); err != nil {
 		return nil, err
 	}
@@ -190,7 +173,7 @@ func preTokenize(text string) []string {
 // train learns merges on the corpus until the vocabulary has limit tokens or
 // no pair occurs twice. Pairs are recounted each round: the corpus is a few
 // KB, so this stays in the milliseconds.
-func (b *vocabBuilder) train(limit int, br *[256]rune) {
+func (b *vocabBuilder) train(limit int) {
 	type word struct {
 		syms []int32
 		n    int

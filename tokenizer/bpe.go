@@ -29,6 +29,10 @@ func init() {
 	}
 }
 
+// ByteToken is the vocabulary text of byte b's token in byte-level BPE: its
+// GPT-2 character ("Ġ" for the space).
+func ByteToken(b byte) string { return byteChar[b] }
+
 // encodeBytes shows s's bytes as GPT-2 characters.
 func encodeBytes(s string) string {
 	var b strings.Builder
