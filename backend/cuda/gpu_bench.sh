@@ -1,6 +1,6 @@
 set -o pipefail
 export LATENT_KERNEL_CACHE=/tmp/latent-kc
-TESTS="Golden" LINES=30 bash backend/cuda/gpu_check.sh 2>&1 | grep -E "deviation|FAIL|PASS|differ" | head -20
+(cd backend/cuda && ../../.bin/cuda.test -test.v -test.run Golden 2>&1 | grep -E "deviation|FAIL|PASS|differ" | head -20)
 (cd backend/cuda && timeout 200 compute-sanitizer --tool memcheck ../../.bin/cuda.test -test.run 'Golden/tiny-glm-q4_k_m|MatMul' 2>&1 | tail -3)
 for m in youtu-llm-2b deepseek-v2-lite glm-4.7-flash; do
   [ -f /tmp/$m.gguf ] || .bin/latent synth --preset $m --type q4_0 -o /tmp/$m.gguf >/dev/null 2>&1
