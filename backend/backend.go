@@ -101,7 +101,7 @@ type Backend interface {
 	// (len(dst) ≥ Rows), the first on ties, where the values are: greedy
 	// decoding copies back one token id instead of the vocabulary's logits.
 	// NaN is never picked over a number, except that a row whose first
-	// value is NaN gives 0; a row of NaN and -Inf gives 0 (engine.Argmax's
+	// value is NaN gives 0; a row of NaN and -Inf gives 0 (Argmax's
 	// rules, a plain left-to-right scan).
 	Argmax(t Tensor, dst []int32)
 	// ArgmaxAsync is Argmax of t's one row (Rows = 1) without waiting for
@@ -174,4 +174,18 @@ type Ops interface {
 type Counter interface {
 	// Launches is the number of operations run since the backend started.
 	Launches() uint64
+}
+
+// Argmax is the index of x's largest value, the first on ties: a plain
+// left-to-right scan that moves only on a strictly larger value, so NaN is
+// never picked over a number, except that a leading NaN keeps index 0. It is
+// the rule of every backend's Argmax, and greedy decoding's on the host.
+func Argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
 }

@@ -106,7 +106,7 @@ func Run(m engine.Model, be backend.Backend, modelName string, o Options) ([]Res
 			// argmax where the logits are copies back only the token, and a
 			// pipelined one queues each step before the host has read the
 			// token it decodes.
-			next := []int32{engine.Argmax(logits)}
+			next := []int32{backend.Argmax(logits)}
 			launches := count(be)
 			start = time.Now()
 			if err := decode(m, next, o.Decode); err != nil {
@@ -152,7 +152,7 @@ func decode(m engine.Model, first []int32, n int) error {
 		if fast {
 			next[0], err = g.ForwardArgmax(next)
 		} else if logits, err = m.Forward(next, false); err == nil {
-			next[0] = engine.Argmax(logits)
+			next[0] = backend.Argmax(logits)
 		}
 		if err != nil {
 			return fmt.Errorf("bench: decode step %d: %w", i, err)

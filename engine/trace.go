@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"slices"
+
+	"github.com/latent-ai/latent/backend"
 )
 
 // Trace is the golden-logits record of a run: the logits at every prompt
@@ -44,7 +46,7 @@ func RunTrace(m Model, prompt []int32, steps int, feed []int32) (*Trace, error) 
 	}
 	last := tr.PromptLogits[len(prompt)-1]
 	for s := 0; s < steps; s++ {
-		tok := Argmax(last)
+		tok := backend.Argmax(last)
 		if s < len(feed) {
 			tok = feed[s]
 		}
@@ -55,15 +57,4 @@ func RunTrace(m Model, prompt []int32, steps int, feed []int32) (*Trace, error) 
 		tr.Steps = append(tr.Steps, Step{Token: tok, Logits: last})
 	}
 	return tr, nil
-}
-
-// Argmax is the index of the largest value (the first, on ties).
-func Argmax(x []float32) int32 {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return int32(best)
 }

@@ -332,7 +332,7 @@ func TestMatMulAgainstCPU(t *testing.T) {
 	}
 }
 
-// The device argmax picks what engine.Argmax picks from the same values read
+// The device argmax picks what backend.Argmax picks from the same values read
 // back: rows built by hand with ties (within a 16-byte vector, across
 // threads, across warps, far apart), NaN and infinities, signed zeros, row
 // lengths that are not a multiple of 4, a misaligned column view (the
@@ -432,7 +432,7 @@ func TestArgmaxHandMade(t *testing.T) {
 			got := make([]int32, rows)
 			be.Argmax(x, got)
 			for p := range got {
-				want := engine.Argmax(host[p*x.Cols() : (p+1)*x.Cols()])
+				want := backend.Argmax(host[p*x.Cols() : (p+1)*x.Cols()])
 				if got[p] != want {
 					t.Errorf("%d columns (view %v), pattern %d: argmax %d, want %d", cols, view, p, got[p], want)
 				}
@@ -451,7 +451,7 @@ func TestArgmaxHandMade(t *testing.T) {
 }
 
 // On every golden model the device argmax of a pass (ForwardArgmax: prefill,
-// then decode steps replayed as graphs) is engine.Argmax of the logits that
+// then decode steps replayed as graphs) is backend.Argmax of the logits that
 // Forward reads back for the same tokens at the same positions.
 func TestForwardArgmaxGPU(t *testing.T) {
 	needGPU(t)
@@ -463,7 +463,7 @@ func TestForwardArgmaxGPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := engine.Argmax(logits)
+			want := backend.Argmax(logits)
 			m.Truncate(at)
 			got, err := m.ForwardArgmax(toks)
 			if err != nil {
@@ -493,7 +493,7 @@ func TestPipelinedGreedyGPU(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want = append(want, engine.Argmax(logits))
+			want = append(want, backend.Argmax(logits))
 			toks = want[len(want)-1:]
 		}
 		for _, eos := range []int{n, 11} {

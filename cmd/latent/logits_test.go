@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/latent-ai/latent/backend"
 	"github.com/latent-ai/latent/backend/cuda"
 	"github.com/latent-ai/latent/engine"
 	"github.com/latent-ai/latent/gguf"
@@ -59,8 +60,8 @@ func TestLogitsMatchLlamaCpp(t *testing.T) {
 				// Greedy choice must agree wherever llama.cpp's top two are
 				// further apart than the tolerance (the golden README's rule;
 				// the twice the tolerance follows from it).
-				if top, second := topTwo(w); float64(top-second) > tol && engine.Argmax(g) != engine.Argmax(w) {
-					t.Errorf("%s: argmax %d, llama.cpp %d (margin %.3g)", where, engine.Argmax(g), engine.Argmax(w), top-second)
+				if top, second := topTwo(w); float64(top-second) > tol && backend.Argmax(g) != backend.Argmax(w) {
+					t.Errorf("%s: argmax %d, llama.cpp %d (margin %.3g)", where, backend.Argmax(g), backend.Argmax(w), top-second)
 				}
 			}
 			for i := range want.PromptLogits {

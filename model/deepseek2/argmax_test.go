@@ -3,11 +3,11 @@ package deepseek2_test
 import (
 	"testing"
 
-	"github.com/latent-ai/latent/engine"
+	"github.com/latent-ai/latent/backend"
 	"github.com/latent-ai/latent/synth"
 )
 
-// ForwardArgmax picks what engine.Argmax picks from Forward's logits, step
+// ForwardArgmax picks what backend.Argmax picks from Forward's logits, step
 // by step along a greedy decode.
 func TestForwardArgmaxMatchesForward(t *testing.T) {
 	for _, preset := range []string{"tiny-youtu", "tiny-dsv2", "tiny-glm"} {
@@ -20,7 +20,7 @@ func TestForwardArgmaxMatchesForward(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := engine.Argmax(logits)
+				want := backend.Argmax(logits)
 				got, err := fast.ForwardArgmax(next)
 				if err != nil {
 					t.Fatal(err)

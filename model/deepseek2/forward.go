@@ -70,7 +70,7 @@ func (m *Model) Forward(tokens []int32, all bool) ([]float32, error) {
 }
 
 // ForwardArgmax runs tokens like Forward and returns the index of the last
-// token's largest logit, the first on ties (engine.Argmax's rules). The
+// token's largest logit, the first on ties (backend.Argmax's rules). The
 // backend makes the choice where the logits are, and only the id comes back
 // (4 bytes from a GPU instead of the vocabulary's logits).
 func (m *Model) ForwardArgmax(tokens []int32) (int32, error) {
