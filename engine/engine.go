@@ -39,6 +39,5 @@ type Pipelined interface {
 	// answer comes from Wait. With tokens nil the pass is over one token,
 	// the answer of the previous pass (a StartArgmax), wherever it is.
 	StartArgmax(tokens []int32) (backend.Pending, error)
-	// Truncate keeps only the first n cached positions.
-	Truncate(n int)
+	truncater
 }

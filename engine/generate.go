@@ -84,6 +84,7 @@ func Generate(ctx context.Context, m Model, req Request, emit func(Token) error)
 
 // truncater is a model whose cache can be cut back to a prefix.
 type truncater interface {
+	// Truncate keeps only the first n cached positions.
 	Truncate(n int)
 }
 
@@ -197,7 +198,8 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 			res.PrefillDuration = time.Since(start)
 			start = time.Now()
 		}
-		if pipe != nil && (req.MaxTokens <= 0 || res.Generated < req.MaxTokens) && m.Position() < C {
+		full := m.Position() >= C // before a pass is queued ahead, which it does not count
+		if pipe != nil && (req.MaxTokens <= 0 || res.Generated < req.MaxTokens) && !full {
 			var err error
 			if ahead, err = pipe.StartArgmax(nil); err != nil {
 				return nil, nil, fmt.Errorf("decode step %d: %w", res.Generated, err)
@@ -229,7 +231,7 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 			}
 			return finish(StopLength)
 		}
-		if m.Position()-b2i(ahead != nil) >= C { // the queued pass is not counted
+		if full {
 			if err := emitAll(held); err != nil {
 				return nil, nil, err
 			}
@@ -292,11 +294,4 @@ func partialStop(stops [][]int32, held []int32) int {
 		}
 	}
 	return n
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

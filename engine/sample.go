@@ -69,7 +69,12 @@ func (o SamplerOptions) Validate() error {
 // the argmax is needed. Its rules differ from the sampler's only for logits
 // whose first value is NaN (Argmax then gives 0): a broken model either way.
 func (o SamplerOptions) PlainGreedy() bool {
-	return o.Temperature <= 0 && (o.RepeatPenalty == 0 || o.RepeatPenalty == 1 || o.RepeatLastN == 0)
+	return o.Temperature <= 0 && !o.penalizes()
+}
+
+// penalizes reports whether the repetition penalty changes any logit.
+func (o SamplerOptions) penalizes() bool {
+	return o.RepeatPenalty != 0 && o.RepeatPenalty != 1 && o.RepeatLastN != 0
 }
 
 // pcgStream is the second PCG seed word: any fixed value works, it only has
@@ -135,7 +140,7 @@ func greedy(l []float32) int32 {
 // copy so that the caller's logits stay as they were.
 func (s *Sampler) penalize(logits []float32, history []int32) []float32 {
 	p, n := s.o.RepeatPenalty, s.o.RepeatLastN
-	if p == 0 || p == 1 || n == 0 || len(history) == 0 {
+	if !s.o.penalizes() || len(history) == 0 {
 		return logits
 	}
 	if n > 0 && n < len(history) {
