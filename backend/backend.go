@@ -119,7 +119,33 @@ type Backend interface {
 	Close() error
 }
 
-// Pending is an ArgmaxAsync answer that may not be computed yet.
+// Draw is a sampled pick from a row of logits: the stages of the engine's
+// sampler that a backend can run where the logits are. It keeps the TopK
+// largest values (the lower index first on ties, NaN never), then those at
+// least the largest + LnMinP, then the shortest run of them whose
+// share of exp(logit − largest) over the TopK reaches TopP, and draws one
+// with probability ∝ exp((logit − largest)·InvTemp), walking U times their
+// sum. Sums run in the candidates' order, most likely first, as the
+// engine's sampler does, so both pick the same token for the same U.
+type Draw struct {
+	TopK    int     // 1 to MaxDrawTopK
+	TopP    float32 // in (0, 1); otherwise off
+	LnMinP  float32 // ln(min_p): keep logits ≥ largest + LnMinP; -Inf turns it off
+	InvTemp float64 // 1 / temperature
+	U       float64 // the draw's uniform number in [0, 1)
+}
+
+// MaxDrawTopK bounds Draw.TopK.
+const MaxDrawTopK = 256
+
+// Drawer is a Backend that can draw sampled tokens where the logits are.
+type Drawer interface {
+	// DrawAsync is ArgmaxAsync with the Draw's pick instead of the
+	// argmax; its answer feeds BeginNext the same way.
+	DrawAsync(t Tensor, d Draw) Pending
+}
+
+// Pending is an ArgmaxAsync or DrawAsync answer that may not be computed yet.
 type Pending interface {
 	// Wait blocks until the answer is known and returns it; call it once.
 	Wait() int32

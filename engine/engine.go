@@ -41,3 +41,16 @@ type Pipelined interface {
 	StartArgmax(tokens []int32) (backend.Pending, error)
 	truncater
 }
+
+// Drawing is a Pipelined model that can also draw sampled tokens where its
+// logits are (backend.Draw). Generate uses it for the sampler options a
+// Draw expresses (top-k on, no repetition penalty): the engine's sampler
+// still supplies each step's random number, so the tokens are those of
+// sampling the same logits on the host, and only 4 bytes come back a token.
+type Drawing interface {
+	Pipelined
+	// CanDraw reports whether StartDraw works (a backend may not draw).
+	CanDraw() bool
+	// StartDraw is StartArgmax with the Draw's pick instead of the argmax.
+	StartDraw(tokens []int32, d backend.Draw) (backend.Pending, error)
+}

@@ -130,9 +130,21 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 	// Plain greedy decoding asks a Greedy model for the argmax only; a
 	// Pipelined one queues the pass over each token before the token is
 	// looked at (ahead), so the device never waits for the host's checks.
+	// A Drawing model draws sampled tokens the same way, with the
+	// sampler's numbers.
 	g, fast := m.(Greedy)
 	fast = fast && req.Sampler.PlainGreedy()
 	pipe, _ := m.(Pipelined)
+	queue := func(toks []int32) (backend.Pending, error) { return pipe.StartArgmax(toks) }
+	if d, ok := req.Sampler.Draw(); ok {
+		if dm, ok := m.(Drawing); ok && dm.CanDraw() {
+			fast, pipe = true, dm
+			queue = func(toks []int32) (backend.Pending, error) {
+				d.U = s.rng.Float64()
+				return dm.StartDraw(toks, d)
+			}
+		}
+	}
 	if !fast {
 		pipe = nil
 	}
@@ -145,7 +157,7 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 			tok, ahead = ahead.Wait(), nil
 		case pipe != nil:
 			var p backend.Pending
-			if p, err = pipe.StartArgmax(toks); err == nil {
+			if p, err = queue(toks); err == nil {
 				tok = p.Wait()
 			}
 		case fast:
@@ -201,7 +213,7 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 		full := m.Position() >= C // before a pass is queued ahead, which it does not count
 		if pipe != nil && (req.MaxTokens <= 0 || res.Generated < req.MaxTokens) && !full {
 			var err error
-			if ahead, err = pipe.StartArgmax(nil); err != nil {
+			if ahead, err = queue(nil); err != nil {
 				return nil, nil, fmt.Errorf("decode step %d: %w", res.Generated, err)
 			}
 		}

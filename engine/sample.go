@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/latent-ai/latent/backend"
 )
 
 // SamplerOptions choose how the next token is picked from the logits. The
@@ -77,6 +79,20 @@ func (o SamplerOptions) penalizes() bool {
 	return o.RepeatPenalty != 0 && o.RepeatPenalty != 1 && o.RepeatLastN != 0
 }
 
+// Draw is the backend.Draw that picks what Sample would (given the same
+// uniform number), if these options have one: a positive temperature,
+// top-k between 1 and backend.MaxDrawTopK, and no repetition penalty.
+func (o SamplerOptions) Draw() (backend.Draw, bool) {
+	if o.Temperature <= 0 || o.TopK < 1 || o.TopK > backend.MaxDrawTopK || o.penalizes() {
+		return backend.Draw{}, false
+	}
+	d := backend.Draw{TopK: o.TopK, TopP: o.TopP, LnMinP: float32(math.Inf(-1)), InvTemp: 1 / float64(o.Temperature)}
+	if o.MinP > 0 {
+		d.LnMinP = float32(math.Log(float64(o.MinP)))
+	}
+	return d, true
+}
+
 // pcgStream is the second PCG seed word: any fixed value works, it only has
 // to stay the same so that a seed keeps giving the same tokens.
 const pcgStream = 0x9e3779b97f4a7c15
@@ -110,8 +126,16 @@ func NewSampler(o SamplerOptions) (*Sampler, error) {
 
 // Sample picks the next token from logits (one per vocabulary entry, at least
 // one) given the tokens so far; history ids outside the vocabulary are
-// ignored. logits is not modified.
+// ignored. logits is not modified. Each call takes one number from the
+// seeded generator, drawing or not.
 func (s *Sampler) Sample(logits []float32, history []int32) int32 {
+	return s.SampleWith(logits, history, s.rng.Float64())
+}
+
+// SampleWith is Sample with u, in [0, 1), as the draw's uniform number
+// instead of the generator's next: what a backend.Draw computes from the
+// same logits and u.
+func (s *Sampler) SampleWith(logits []float32, history []int32, u float64) int32 {
 	l := s.penalize(logits, history)
 	if s.o.Temperature <= 0 {
 		return greedy(l)
@@ -120,7 +144,7 @@ func (s *Sampler) Sample(logits []float32, history []int32) int32 {
 	if len(cand) == 0 {
 		return greedy(l)
 	}
-	return s.draw(cand, top)
+	return s.draw(cand, top, u)
 }
 
 // greedy is the index of the largest logit, the first on ties, never a NaN
@@ -210,6 +234,11 @@ func (s *Sampler) candidates(l []float32) ([]candidate, float32) {
 			}
 		}
 	}
+	if o.TopK > 0 {
+		// Most likely first, the order in which a backend.Draw sums and
+		// walks them, so both pick the same token for the same number.
+		slices.SortFunc(cand, better)
+	}
 	top := float32(math.Inf(-1))
 	for _, c := range cand {
 		if c.logit > top {
@@ -238,8 +267,10 @@ func (s *Sampler) candidates(l []float32) ([]candidate, float32) {
 		}
 	}
 	cand = kept
-	if topP { // the draw itself needs no order
-		slices.SortFunc(cand, better)
+	if topP {
+		if o.TopK == 0 { // (top-k sorted them already)
+			slices.SortFunc(cand, better)
+		}
 		var cum float64
 		for i, c := range cand {
 			cum += math.Exp(float64(c.logit-top)) / z
@@ -305,8 +336,9 @@ func (s *Sampler) cutTopP(cand []candidate, top float32) (float64, buckets) {
 	return z, b
 }
 
-// draw picks one candidate with probability ∝ exp((logit − top)/T).
-func (s *Sampler) draw(cand []candidate, top float32) int32 {
+// draw picks one candidate with probability ∝ exp((logit − top)/T),
+// walking u times their sum.
+func (s *Sampler) draw(cand []candidate, top float32, u float64) int32 {
 	w := s.w[:len(cand)]
 	inv := 1 / float64(s.o.Temperature)
 	var sum float64
@@ -314,7 +346,7 @@ func (s *Sampler) draw(cand []candidate, top float32) int32 {
 		w[i] = math.Exp(float64(c.logit-top) * inv)
 		sum += w[i]
 	}
-	r := s.rng.Float64() * sum
+	r := u * sum
 	for i, x := range w {
 		if r < x {
 			return cand[i].id

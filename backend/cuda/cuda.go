@@ -47,7 +47,7 @@ type Backend struct {
 	tokens       []int32
 	pos          []int32
 	maxPos       int
-	tokDev       uintptr // int32 tokens then int32 positions, capacity tokCap each
+	tokDev       uintptr // int32 tokens then int32 positions, capacity tokCap each, then a draw's float64
 	tokCap       int
 	staging      uintptr // pinned host memory
 	stagingCap   int
@@ -55,7 +55,7 @@ type Backend struct {
 	fromDevice   bool     // BeginNext: the token is the last answer, already in tokDev
 	chained      bool     // tokDev's first token is the last ArgmaxAsync answer
 	one          [2]int32 // BeginNext's token and position
-	slotPage     uintptr  // pinned words of the ArgmaxAsync slots
+	slotPage     uintptr  // pinned words of the ArgmaxAsync and DrawAsync slots
 	slots        []*slot
 	freeSlots    []*slot
 	unanswered   int // ArgmaxAsync passes not waited for
@@ -542,7 +542,7 @@ func (b *Backend) Begin(tokens, pos []int32) {
 				call(b.d.cuMemFree, b.tokDev)
 			}
 			b.tokCap = max(b.T, 64)
-			b.tokDev, err = b.alloc(int64(8*b.tokCap), "token ids")
+			b.tokDev, err = b.alloc(int64(8*b.tokCap+8), "token ids")
 		})
 		if err != nil {
 			panic(fmt.Errorf("cuda: %w", err))
@@ -553,6 +553,9 @@ func (b *Backend) Begin(tokens, pos []int32) {
 
 func (b *Backend) tokensDev() uintptr { return b.tokDev }
 func (b *Backend) posDev() uintptr    { return b.tokDev + uintptr(4*b.tokCap) }
+
+// drawDev is where a draw's uniform number goes, after the positions.
+func (b *Backend) drawDev() uintptr { return b.tokDev + uintptr(8*b.tokCap) }
 
 // Read copies t to host memory, running the pass's pending work first.
 func (b *Backend) Read(t backend.Tensor, dst []float32) {

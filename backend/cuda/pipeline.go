@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/latent-ai/latent/backend"
@@ -16,10 +17,12 @@ import (
 // step N's token afterwards.
 
 // slot is one queued pass's pinned words: its token and position going up,
-// its answer coming back, and the event recorded after the answer's copy.
+// its answer coming back, a draw's number going up, and the event recorded
+// after the answer's copy.
 type slot struct {
 	b    *Backend
 	host *[4]int32 // token, position, answer
+	u    *float64  // a draw's uniform number going up
 	ev   uintptr
 	busy bool
 }
@@ -42,17 +45,21 @@ func (s *slot) Wait() int32 {
 	return v
 }
 
+// slotBytes is one slot's pinned words: four int32 and a float64.
+const slotBytes = 24
+
 // takeSlot returns a free slot, allocating backend.MaxPending of them in
 // one pinned page the first time.
 func (b *Backend) takeSlot() *slot {
 	if b.slotPage == 0 {
 		var err error
 		b.run(func() {
-			if err = b.d.check("cuMemAllocHost", call(b.d.cuMemAllocHost, uintptr(unsafe.Pointer(&b.slotPage)), 16*backend.MaxPending)); err != nil {
+			if err = b.d.check("cuMemAllocHost", call(b.d.cuMemAllocHost, uintptr(unsafe.Pointer(&b.slotPage)), slotBytes*backend.MaxPending)); err != nil {
 				return
 			}
 			for i := range backend.MaxPending {
-				s := &slot{b: b, host: (*[4]int32)(hostPtr(b.slotPage + uintptr(16*i)))}
+				at := b.slotPage + uintptr(slotBytes*i)
+				s := &slot{b: b, host: (*[4]int32)(hostPtr(at)), u: (*float64)(hostPtr(at + 16))}
 				if err = b.d.check("cuEventCreate", call(b.d.cuEventCreate, uintptr(unsafe.Pointer(&s.ev)), 2)); err != nil { // CU_EVENT_DISABLE_TIMING
 					return
 				}
@@ -76,17 +83,58 @@ func (b *Backend) takeSlot() *slot {
 
 // ArgmaxAsync is Argmax of t's one row, queued (backend.Backend.ArgmaxAsync).
 func (b *Backend) ArgmaxAsync(t backend.Tensor) backend.Pending {
-	p := tens(t)
-	if p.rows != 1 || p.cols == 0 {
-		panic(fmt.Sprintf("cuda: argmax async of %d×%d (want one row)", p.rows, p.cols))
-	}
-	b.reads(p)
+	p := b.oneRow(t, "argmax async")
 	b.record("argmax", grid1(1), [3]uint32{1024, 1, 1}, int64(p.cols)*4,
 		uint64(b.tokensDev()), uint64(p.ptr), uint64(p.stride), uint64(p.cols))
+	return b.queueAnswer(nil)
+}
+
+// DrawAsync is ArgmaxAsync with a sampled pick (backend.Drawer; the
+// kernels are pick_top and pick_draw in kernels/basic.cu). The draw's
+// uniform number goes up through the slot's pinned words, in stream order,
+// so the recording stays the same from step to step and replays as one graph.
+func (b *Backend) DrawAsync(t backend.Tensor, d backend.Draw) backend.Pending {
+	p := b.oneRow(t, "draw async")
+	if d.TopK < 1 || d.TopK > backend.MaxDrawTopK {
+		panic(fmt.Sprintf("cuda: draw async: top-k %d outside 1..%d", d.TopK, backend.MaxDrawTopK))
+	}
+	nb := ceilDiv(p.cols, drawSlice)
+	part := b.scratch(int64(8 * nb * d.TopK))
+	b.record("pick_top", grid1(nb), [3]uint32{drawSlice / 2, 1, 1}, int64(p.cols)*4,
+		uint64(part), uint64(p.ptr), uint64(p.cols), uint64(d.TopK))
+	b.record("pick_draw", grid1(1), [3]uint32{1024, 1, 1}, int64(8*nb*d.TopK),
+		uint64(b.tokensDev()), uint64(part), uint64(nb), uint64(d.TopK), math.Float64bits(d.InvTemp),
+		uint64(math.Float32bits(d.TopP)), uint64(math.Float32bits(d.LnMinP)), uint64(b.drawDev()))
+	return b.queueAnswer(&d.U)
+}
+
+// drawSlice is how many logits one pick_top block sorts (DRAW_SLICE).
+const drawSlice = 1024
+
+// oneRow checks that t is one non-empty row and marks it read.
+func (b *Backend) oneRow(t backend.Tensor, op string) *tensor {
+	p := tens(t)
+	if p.rows != 1 || p.cols == 0 {
+		panic(fmt.Sprintf("cuda: %s of %d×%d (want one row)", op, p.rows, p.cols))
+	}
+	b.reads(p)
+	return p
+}
+
+// queueAnswer queues the recorded pass, whose last kernel wrote its answer
+// over the token id, then the answer's 4-byte copy into a slot and an
+// event; u, if not nil, is uploaded first for pick_draw.
+func (b *Backend) queueAnswer(u *float64) backend.Pending {
 	s := b.takeSlot()
 	var err error
 	b.run(func() {
 		d := b.d
+		if u != nil {
+			*s.u = *u
+			if err = d.check("upload draw", call(d.cuMemcpyHtoDAsync, b.drawDev(), uintptr(unsafe.Pointer(s.u)), 8, b.stream)); err != nil {
+				return
+			}
+		}
 		if err = b.submit(s); err != nil {
 			return
 		}
@@ -96,7 +144,7 @@ func (b *Backend) ArgmaxAsync(t backend.Tensor) backend.Pending {
 		err = d.check("cuEventRecord", call(d.cuEventRecord, s.ev, b.stream))
 	})
 	if err != nil {
-		panic(fmt.Errorf("cuda: argmax: %w", err))
+		panic(fmt.Errorf("cuda: answer: %w", err))
 	}
 	b.unanswered++
 	b.chained = true

@@ -97,6 +97,29 @@ func (m *Model) StartArgmax(tokens []int32) (backend.Pending, error) {
 	return p, nil
 }
 
+// CanDraw reports whether the backend draws sampled tokens itself
+// (backend.Drawer), so that StartDraw works.
+func (m *Model) CanDraw() bool {
+	_, ok := m.be.(backend.Drawer)
+	return ok
+}
+
+// StartDraw is StartArgmax with a sampled pick (backend.Draw) made where
+// the logits are; its answer feeds the next pass the same way.
+func (m *Model) StartDraw(tokens []int32, d backend.Draw) (backend.Pending, error) {
+	dr, ok := m.be.(backend.Drawer)
+	if !ok {
+		return nil, fmt.Errorf("forward: the %s backend cannot draw tokens", m.be.Name())
+	}
+	logits, err := m.pass(tokens, false)
+	if err != nil {
+		return nil, err
+	}
+	p := dr.DrawAsync(logits, d)
+	m.chained = true
+	return p, nil
+}
+
 // pass records (or runs) the network over tokens (nil: the last
 // StartArgmax's answer) and returns the logits tensor [T or 1, vocab],
 // valid until the next pass.

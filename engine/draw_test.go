@@ -1,0 +1,178 @@
+package engine_test
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/latent-ai/latent/backend"
+	"github.com/latent-ai/latent/engine"
+	"github.com/latent-ai/latent/model/deepseek2"
+)
+
+// refDraw is backend.Draw's pick as its documentation states it, written
+// out plainly: sort everything, keep the TopK, min-p, top-p, weigh, walk.
+func refDraw(l []float32, d backend.Draw) int32 {
+	type cand struct {
+		id int32
+		v  float32
+	}
+	var c []cand
+	for i, v := range l {
+		if v == v {
+			c = append(c, cand{int32(i), v})
+		}
+	}
+	slices.SortFunc(c, func(a, b cand) int {
+		if a.v != b.v {
+			return cmp.Compare(b.v, a.v)
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	c = c[:min(len(c), d.TopK)]
+	if len(c) == 0 || math.IsInf(float64(c[0].v), 0) {
+		if len(c) > 0 && c[0].v > 0 {
+			return c[0].id
+		}
+		return 0
+	}
+	top := c[0].v
+	var z float64
+	for _, x := range c {
+		z += math.Exp(float64(x.v - top))
+	}
+	q := 0
+	for q < len(c) && c[q].v >= top+d.LnMinP {
+		q++
+	}
+	if d.TopP > 0 && d.TopP < 1 {
+		var cum float64
+		for i := range q {
+			if cum += math.Exp(float64(c[i].v-top)) / z; cum >= float64(d.TopP) {
+				q = i + 1
+				break
+			}
+		}
+	}
+	w := make([]float64, q)
+	var sum float64
+	for i := range q {
+		w[i] = math.Exp(float64(c[i].v-top) * d.InvTemp)
+		sum += w[i]
+	}
+	r := d.U * sum
+	for i := range q {
+		if r < w[i] {
+			return c[i].id
+		}
+		r -= w[i]
+	}
+	return c[q-1].id
+}
+
+// drawModel draws on the host with refDraw as a Drawing model's backend
+// would, keeping the answer for the next pass, and counts its draws.
+type drawModel struct {
+	*deepseek2.Model
+	last         int32
+	draws, blind int
+}
+
+type drawn int32
+
+func (d drawn) Wait() int32 { return int32(d) }
+
+func (m *drawModel) CanDraw() bool { return true }
+
+func (m *drawModel) StartDraw(tokens []int32, d backend.Draw) (backend.Pending, error) {
+	if tokens == nil {
+		m.blind++
+		tokens = []int32{m.last}
+	}
+	m.draws++
+	logits, err := m.Forward(tokens, false)
+	if err != nil {
+		return nil, err
+	}
+	m.last = refDraw(logits, d)
+	return drawn(m.last), nil
+}
+
+// A model that draws where its logits are (engine.Drawing) gives the
+// tokens of sampling the same logits on the host with the same seed, for
+// options a backend.Draw expresses, queueing passes ahead as greedy
+// decoding does; for the others Generate samples on the host.
+func TestDrawingSameAsHostSampling(t *testing.T) {
+	prompt := []int32{1, 17, 42, 99, 7}
+	def := engine.DefaultSamplerOptions()
+	def.Seed = 7
+	hot := engine.SamplerOptions{Temperature: 1.5, TopK: 256, Seed: 3}
+	nucleus := engine.SamplerOptions{Temperature: 0.9, TopK: 50, TopP: 0.8, MinP: 0.02, Seed: 11}
+	penalty := def
+	penalty.RepeatPenalty = 1.3
+	noTopK := def
+	noTopK.TopK = 0
+	for _, tc := range []struct {
+		name string
+		o    engine.SamplerOptions
+		draw bool
+	}{
+		{"defaults", def, true}, {"hot", hot, true}, {"nucleus", nucleus, true},
+		{"repeat penalty", penalty, false}, {"no top-k", noTopK, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gen := func(m engine.Model) []int32 {
+				var toks []int32
+				req := engine.Request{Prompt: prompt, MaxTokens: 40, Sampler: tc.o}
+				if _, err := engine.Generate(context.Background(), m, req, func(tk engine.Token) error {
+					toks = append(toks, tk.ID)
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return toks
+			}
+			want := gen(syncModel{loadGolden(t, "tiny-glm-q4_0", "cpu", 128)})
+			dm := &drawModel{Model: loadGolden(t, "tiny-glm-q4_0", "cpu", 128)}
+			got := gen(dm)
+			if !slices.Equal(got, want) {
+				t.Errorf("drawn %v, host %v", got, want)
+			}
+			if tc.draw && (dm.draws != len(want) || dm.blind != len(want)-1) {
+				t.Errorf("%d draws, %d queued ahead, for %d tokens", dm.draws, dm.blind, len(want))
+			}
+			if !tc.draw && dm.draws != 0 {
+				t.Errorf("%d draws for options a Draw cannot express", dm.draws)
+			}
+			if distinct := len(slices.Compact(slices.Sorted(slices.Values(want)))); distinct < 5 {
+				t.Errorf("only %d distinct tokens in %v: not sampling", distinct, want)
+			}
+		})
+	}
+}
+
+// Draw maps sampler options onto a backend.Draw only where it can.
+func TestSamplerOptionsDraw(t *testing.T) {
+	inf := float32(math.Inf(-1))
+	for _, c := range []struct {
+		o    engine.SamplerOptions
+		want backend.Draw
+		ok   bool
+	}{
+		{engine.DefaultSamplerOptions(), backend.Draw{TopK: 40, TopP: 0.95, LnMinP: float32(math.Log(0.05)), InvTemp: 1 / float64(float32(0.8))}, true},
+		{engine.SamplerOptions{Temperature: 2, TopK: 1}, backend.Draw{TopK: 1, LnMinP: inf, InvTemp: 0.5}, true},
+		{engine.SamplerOptions{Temperature: 1, TopK: backend.MaxDrawTopK}, backend.Draw{TopK: backend.MaxDrawTopK, LnMinP: inf, InvTemp: 1}, true},
+		{engine.SamplerOptions{Temperature: 1, TopK: backend.MaxDrawTopK + 1}, backend.Draw{}, false},
+		{engine.SamplerOptions{Temperature: 1}, backend.Draw{}, false}, // no top-k
+		{engine.SamplerOptions{TopK: 40}, backend.Draw{}, false},       // greedy: the argmax
+		{engine.SamplerOptions{Temperature: 1, TopK: 40, RepeatPenalty: 1.1, RepeatLastN: 64}, backend.Draw{}, false},
+		{engine.SamplerOptions{Temperature: 1, TopK: 40, RepeatPenalty: 1.1}, backend.Draw{TopK: 40, LnMinP: inf, InvTemp: 1}, true}, // penalty over no history
+	} {
+		got, ok := c.o.Draw()
+		if ok != c.ok || got != c.want {
+			t.Errorf("%+v: %+v %v, want %+v %v", c.o, got, ok, c.want, c.ok)
+		}
+	}
+}
