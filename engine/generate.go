@@ -262,20 +262,51 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 // check rejects what would fail or mislead only once generation is under
 // way.
 func (r *Request) check(vocab, context int) error {
-	if len(r.Prompt) == 0 {
-		return fmt.Errorf("generate: empty prompt")
-	}
-	if len(r.Prompt) > context {
-		return fmt.Errorf("generate: the prompt has %d tokens, more than the context of %d", len(r.Prompt), context)
-	}
-	for _, t := range r.Prompt {
-		if t < 0 || int(t) >= vocab {
-			return fmt.Errorf("generate: prompt token %d is outside the vocabulary of %d", t, vocab)
-		}
+	if err := CheckPrompt(r.Prompt, vocab, context, 0); err != nil {
+		return fmt.Errorf("generate: %w", err)
 	}
 	for i, s := range r.Stop {
 		if len(s) == 0 {
 			return fmt.Errorf("generate: stop sequence %d is empty", i+1)
+		}
+	}
+	return nil
+}
+
+// PromptProblem is what is wrong with a prompt (PromptError.Problem).
+type PromptProblem int
+
+const (
+	PromptEmpty        PromptProblem = iota + 1 // no tokens
+	PromptTooLong                               // more tokens than fit in the context
+	PromptOutsideVocab                          // a token id outside the vocabulary
+)
+
+// PromptError is a prompt that no generation can take: a mistake of
+// whoever made the request rather than a failure of the model, which a
+// server answers with 400.
+type PromptError struct {
+	Problem PromptProblem
+	msg     string
+}
+
+func (e *PromptError) Error() string { return e.msg }
+
+// CheckPrompt returns a *PromptError if a model of the given vocabulary and
+// context cannot take prompt, else nil. reserve is how many positions the
+// prompt must leave free in the context. Generate needs none: it samples
+// the first token from the prompt's last position, so a prompt that fills
+// the context still gets a one-token answer (StopContext).
+func CheckPrompt(prompt []int32, vocab, context, reserve int) error {
+	if len(prompt) == 0 {
+		return &PromptError{PromptEmpty, "the prompt is empty"}
+	}
+	if len(prompt)+reserve > context {
+		return &PromptError{PromptTooLong, fmt.Sprintf("the prompt has %d tokens, more than fit in the context of %d", len(prompt), context)}
+	}
+	for _, t := range prompt {
+		if t < 0 || int(t) >= vocab {
+			return &PromptError{PromptOutsideVocab, fmt.Sprintf("prompt token %d is outside the vocabulary of %d", t, vocab)}
 		}
 	}
 	return nil

@@ -226,8 +226,8 @@ func TestGenerateErrors(t *testing.T) {
 		calls int // Forward calls made before the error
 	}{
 		{"prompt beyond the context", &fakeModel{vocab: 16, ctx: 4}, Request{Prompt: []int32{1, 2, 3, 4, 5}},
-			nil, "the prompt has 5 tokens, more than the context of 4", nil, 0},
-		{"empty prompt", &fakeModel{vocab: 16, ctx: 4}, Request{}, nil, "empty prompt", nil, 0},
+			nil, "generate: the prompt has 5 tokens, more than fit in the context of 4", nil, 0},
+		{"empty prompt", &fakeModel{vocab: 16, ctx: 4}, Request{}, nil, "generate: the prompt is empty", nil, 0},
 		{"token beyond the vocabulary", &fakeModel{vocab: 16, ctx: 4}, Request{Prompt: []int32{1, 16}},
 			nil, "prompt token 16 is outside the vocabulary of 16", nil, 0},
 		{"negative token", &fakeModel{vocab: 16, ctx: 4}, Request{Prompt: []int32{-1}}, nil, "prompt token -1 is outside", nil, 0},
@@ -274,6 +274,55 @@ func TestGenerateErrors(t *testing.T) {
 				t.Errorf("%d forward calls, want %d", len(tc.f.calls), tc.calls)
 			}
 		})
+	}
+}
+
+func TestCheckPrompt(t *testing.T) {
+	tests := []struct {
+		name    string
+		prompt  []int32
+		context int
+		reserve int
+		problem PromptProblem // 0: the prompt is fine
+		want    string
+	}{
+		{"fits", []int32{1, 2, 3}, 4, 0, 0, ""},
+		{"fills the context", []int32{1, 2, 3, 4}, 4, 0, 0, ""},
+		{"leaves the room reserved", []int32{1, 2, 3}, 4, 1, 0, ""},
+		{"empty", nil, 4, 0, PromptEmpty, "the prompt is empty"},
+		{"empty with nothing to fit", nil, 0, 0, PromptEmpty, "the prompt is empty"},
+		{"beyond the context", []int32{1, 2, 3, 4, 5}, 4, 0, PromptTooLong, "the prompt has 5 tokens, more than fit in the context of 4"},
+		{"fills the context, room reserved", []int32{1, 2, 3, 4}, 4, 1, PromptTooLong, "the prompt has 4 tokens, more than fit in the context of 4"},
+		{"too long before a bad token", []int32{1, 99, 3, 4, 5}, 4, 0, PromptTooLong, "5 tokens"},
+		{"token beyond the vocabulary", []int32{1, 16}, 4, 0, PromptOutsideVocab, "prompt token 16 is outside the vocabulary of 16"},
+		{"negative token", []int32{-1, 2}, 4, 0, PromptOutsideVocab, "prompt token -1 is outside the vocabulary of 16"},
+		{"the last id of the vocabulary", []int32{0, 15}, 4, 0, 0, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckPrompt(tc.prompt, 16, tc.context, tc.reserve)
+			if tc.problem == 0 {
+				if err != nil {
+					t.Fatalf("error %v for a good prompt", err)
+				}
+				return
+			}
+			var pe *PromptError
+			if !errors.As(err, &pe) {
+				t.Fatalf("error %v (%T), want a *PromptError", err, err)
+			}
+			if pe.Problem != tc.problem || !strings.Contains(pe.Error(), tc.want) {
+				t.Errorf("problem %d %q, want %d containing %q", pe.Problem, pe.Error(), tc.problem, tc.want)
+			}
+		})
+	}
+
+	// Generate reports the same errors, wrapped, before any forward pass.
+	f := &fakeModel{vocab: 16, ctx: 4}
+	_, err := Generate(context.Background(), f, Request{Prompt: []int32{1, 2, 3, 4, 5}}, func(Token) error { return nil })
+	var pe *PromptError
+	if !errors.As(err, &pe) || pe.Problem != PromptTooLong || len(f.calls) != 0 {
+		t.Errorf("Generate: error %v, %d forward calls; want a PromptTooLong *PromptError and none", err, len(f.calls))
 	}
 }
 

@@ -41,6 +41,27 @@ type piece struct {
 	reasoning, content string
 }
 
+// answerRoom is the context a prompt must leave free. The engine would
+// answer a prompt that fills the context with one token, cut off; the server
+// refuses it instead, as llama.cpp's server does.
+const answerRoom = 1
+
+// checkPrompt is engine.CheckPrompt with room for the answer, as the
+// client's mistake (400) that the engine would find only once the model is
+// free.
+func checkPrompt(ids []int32, vocab, context int) error {
+	err := engine.CheckPrompt(ids, vocab, context, answerRoom)
+	var pe *engine.PromptError
+	if err == nil || !errors.As(err, &pe) {
+		return err
+	}
+	if pe.Problem == engine.PromptTooLong {
+		return &apiError{status: http.StatusBadRequest, kind: "invalid_request_error", code: "context_length_exceeded",
+			msg: pe.Error() + " (leave room for the answer, or serve with a larger --ctx)"}
+	}
+	return badRequest("prompt", pe.Error())
+}
+
 // generate runs req when the model is free, calling emit with each piece of
 // text as soon as it is final. It returns an *apiError for the client's
 // mistakes (prompt too long: 400) and for a full queue (429), the context's
@@ -51,17 +72,8 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 	if ids == nil {
 		ids = chat.PromptTokens(m.Tokenizer, req.prompt)
 	}
-	if len(ids) == 0 {
-		return nil, badRequest("prompt", "the prompt is empty")
-	}
-	if C := m.Net.Context(); len(ids) >= C {
-		return nil, &apiError{status: http.StatusBadRequest, kind: "invalid_request_error", code: "context_length_exceeded",
-			msg: fmt.Sprintf("the prompt has %d tokens, more than fit in the context of %d (leave room for the answer, or serve with a larger --ctx)", len(ids), C)}
-	}
-	for _, id := range ids {
-		if id < 0 || int(id) >= m.Net.Vocab() {
-			return nil, badRequest("prompt", fmt.Sprintf("token %d is outside the vocabulary of %d", id, m.Net.Vocab()))
-		}
+	if err := checkPrompt(ids, m.Net.Vocab(), m.Net.Context()); err != nil {
+		return nil, err
 	}
 	if err := req.sampler.Validate(); err != nil {
 		return nil, badRequest("", err.Error())

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -125,6 +126,89 @@ func TestBadInputs(t *testing.T) {
 	if len(ok.Choices) != 1 || ok.Choices[0].FinishReason != "length" {
 		t.Errorf("after the bad requests: %+v", ok)
 	}
+}
+
+// TestPromptChecks asks for completions of token ids around each limit that
+// engine.CheckPrompt enforces, with the server's room for the answer.
+func TestPromptChecks(t *testing.T) {
+	m := goldenModel(t, "tiny-glm-f32.gguf", 64)
+	ts := startServer(t, Config{Model: m})
+	ids := func(n int, id string) string {
+		return `{"max_tokens":1,"prompt":[` + strings.TrimSuffix(strings.Repeat(id+",", n), ",") + `]}`
+	}
+	tests := []struct {
+		name, body  string
+		status      int
+		param, code string
+		says        string
+	}{
+		{"room for one token", ids(63, "1"), 200, "", "", ""},
+		{"fills the context", ids(64, "1"), 400, "", "context_length_exceeded",
+			"the prompt has 64 tokens, more than fit in the context of 64 (leave room for the answer, or serve with a larger --ctx)"},
+		{"beyond the context", ids(65, "1"), 400, "", "context_length_exceeded", "the prompt has 65 tokens"},
+		{"the last token of the vocabulary", ids(2, "1023"), 200, "", "", ""},
+		{"token beyond the vocabulary", ids(2, "1024"), 400, "prompt", "", "prompt token 1024 is outside the vocabulary of 1024"},
+		{"negative token", ids(1, "-1"), 400, "prompt", "", "prompt token -1 is outside the vocabulary of 1024"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var e struct {
+				Error *struct {
+					Message string  `json:"message"`
+					Param   *string `json:"param"`
+					Code    *string `json:"code"`
+				} `json:"error"`
+			}
+			postJSON(t, ts.url+"/v1/completions", tc.body, tc.status, &e)
+			if tc.status == 200 {
+				if e.Error != nil {
+					t.Errorf("error %+v with status 200", e.Error)
+				}
+				return
+			}
+			if e.Error == nil {
+				t.Fatal("no error object")
+			}
+			if !strings.Contains(e.Error.Message, tc.says) {
+				t.Errorf("message %q does not say %q", e.Error.Message, tc.says)
+			}
+			if got := deref(e.Error.Param); got != tc.param {
+				t.Errorf("param %q, want %q", got, tc.param)
+			}
+			if got := deref(e.Error.Code); got != tc.code {
+				t.Errorf("code %q, want %q", got, tc.code)
+			}
+		})
+	}
+
+	// An empty prompt cannot come through the APIs (they refuse an empty
+	// prompt, and these models begin every prompt with BOS), so the mapping
+	// of each problem is checked here too.
+	for _, tc := range []struct {
+		name        string
+		ids         []int32
+		param, code string
+		says        string
+	}{
+		{"empty", nil, "prompt", "", "the prompt is empty"},
+		{"fills the context", []int32{1, 2, 3, 4}, "", "context_length_exceeded", "the prompt has 4 tokens, more than fit in the context of 4 (leave room"},
+		{"outside the vocabulary", []int32{1, 16}, "prompt", "", "prompt token 16 is outside the vocabulary of 16"},
+	} {
+		var e *apiError
+		if !errors.As(checkPrompt(tc.ids, 16, 4), &e) || e.status != http.StatusBadRequest || e.param != tc.param || e.code != tc.code || !strings.HasPrefix(e.msg, tc.says) {
+			t.Errorf("%s: %+v, want a 400 with param %q, code %q, saying %q", tc.name, e, tc.param, tc.code, tc.says)
+		}
+	}
+	if err := checkPrompt([]int32{1, 2, 3}, 16, 4); err != nil {
+		t.Errorf("a prompt leaving room for the answer: %v", err)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func TestAPIKey(t *testing.T) {

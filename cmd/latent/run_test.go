@@ -326,7 +326,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{model, "--prompt-tokens", "1", "--stop", ""}, "--stop: give at least one token id"},
 		{[]string{model, "--prompt-tokens", "1", "--stop", "3,-2"}, `--stop: "-2" is not a token id`},
 		{[]string{model, "--prompt-tokens", "1,5000"}, "prompt token 5000 is outside the vocabulary of 1024"},
-		{[]string{model, "--prompt-tokens", "1,2,3,4,5", "--ctx", "4"}, "the prompt has 5 tokens, more than the context of 4"},
+		{[]string{model, "--prompt-tokens", "1,2,3,4,5", "--ctx", "4"}, "the prompt has 5 tokens, more than fit in the context of 4"},
 		{[]string{model, "--prompt-tokens", "1", "--backend", "tpu"}, `unknown backend "tpu"`},
 		{[]string{filepath.Join(t.TempDir(), "missing.gguf"), "--prompt-tokens", "1"}, "missing.gguf: no such"},
 		{[]string{filepath.Join(t.TempDir(), "missing.gguf"), "hello"}, "missing.gguf: no such"},
