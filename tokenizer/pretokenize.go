@@ -365,17 +365,16 @@ type gpt2Splitter struct{}
 func (gpt2Splitter) split(t *splitText, pieces []int) []int { return eachWord(t, pieces, gpt2Word) }
 
 func gpt2Word(w *window, pos int) int {
-	t, hi := w.t, w.hi
-	c, f := t.cps[pos], t.cls[pos]
-	if end := contractionEnd(t.cps, pos, hi, false); end > pos { // 's|'t|'re|'ve|'m|'ll|'d
+	if end := contractionEnd(w.t.cps, pos, w.hi, false); end > pos { // 's|'t|'re|'ve|'m|'ll|'d
 		return w.cut(end)
 	}
-	f2 := f
-	if c == ' ' {
-		f2 = w.class(pos + 1)
+	spaced := w.t.cps[pos] == ' '
+	f := w.t.cls[pos]
+	if spaced {
+		f = w.class(pos + 1)
 	}
-	if run := f2 & (cLetter | cNumber); run != 0 { // ' ?\p{L}+' or ' ?\p{N}+'
-		if c == ' ' {
+	if run := f & (cLetter | cNumber); run != 0 { // ' ?\p{L}+' or ' ?\p{N}+'
+		if spaced {
 			pos++
 		}
 		for w.class(pos).is(run) {
@@ -383,27 +382,10 @@ func gpt2Word(w *window, pos int) int {
 		}
 		return w.cut(pos)
 	}
-	if !f2.is(cSpace|cLetter|cNumber) && f2 != 0 { // ' ?[^\s\p{L}\p{N}]+'
-		if c == ' ' {
-			pos++
-		}
-		for f2 = w.class(pos); !f2.is(cSpace|cLetter|cNumber) && f2 != 0; f2 = w.class(pos) {
-			pos++
-		}
-		return w.cut(pos)
+	if end := w.punctEnd(pos); end > pos { // ' ?[^\s\p{L}\p{N}]+'
+		return w.cut(end)
 	}
-	spaces := 0
-	for w.class(pos + spaces).is(cSpace) {
-		spaces++
-	}
-	switch {
-	case spaces > 1 && pos+spaces < hi: // '\s+(?!\S)': leave the last space to the next word
-		return w.cut(pos + spaces - 1)
-	case spaces > 0:
-		return w.cut(pos + spaces)
-	default:
-		return w.cut(pos + 1)
-	}
+	return w.cut(w.spaceEnd(pos, false)) // '\s+(?!\S)'
 }
 
 // llama3Splitter is llama.cpp's hand-written equivalent of regexLlama3.
@@ -412,13 +394,13 @@ type llama3Splitter struct{}
 func (llama3Splitter) split(t *splitText, pieces []int) []int { return eachWord(t, pieces, llama3Word) }
 
 func llama3Word(w *window, pos int) int {
-	t, hi := w.t, w.hi
+	t := w.t
 	c, f := t.cps[pos], t.cls[pos]
-	if end := contractionEnd(t.cps, pos, hi, true); end > pos { // (?i:'s|'t|'re|'ve|'m|'ll|'d)
+	if end := contractionEnd(t.cps, pos, w.hi, true); end > pos { // (?i:'s|'t|'re|'ve|'m|'ll|'d)
 		return w.cut(end)
 	}
 	// [^\r\n\p{L}\p{N}]?\p{L}+
-	if !(c == '\r' || c == '\n' || f.is(cNumber)) && (f.is(cLetter) || w.class(pos+1).is(cLetter)) {
+	if !(isNewline(c) || f.is(cNumber)) && (f.is(cLetter) || w.class(pos+1).is(cLetter)) {
 		pos++
 		for w.class(pos).is(cLetter) {
 			pos++
@@ -436,41 +418,59 @@ func llama3Word(w *window, pos int) int {
 		}
 		return w.cut(pos)
 	}
-	// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
-	f2 := f
-	if c == ' ' {
-		f2 = w.class(pos + 1)
+	if end := w.punctEnd(pos); end > pos { // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+		for end < w.hi && isNewline(t.cps[end]) {
+			end++
+		}
+		return w.cut(end)
 	}
-	if !f2.is(cSpace|cLetter|cNumber) && f != 0 {
-		if c == ' ' {
-			pos++
-		}
-		for f2 = w.class(pos); !f2.is(cSpace|cLetter|cNumber) && f2 != 0; f2 = w.class(pos) {
-			pos++
-		}
-		for pos < hi && (t.cps[pos] == '\r' || t.cps[pos] == '\n') {
-			pos++
-		}
-		return w.cut(pos)
+	return w.cut(w.spaceEnd(pos, true)) // \s*[\r\n]+|\s+(?!\S)|\s+
+}
+
+// punctEnd is the end of ' ?[^\s\p{L}\p{N}]+' starting at pos, or pos
+// when none starts there. (llama.cpp's Llama 3 splitter also takes a space
+// that ends the piece for such a run: alone, it is the word spaceEnd cuts.)
+func (w *window) punctEnd(pos int) int {
+	q := pos
+	if w.t.cps[q] == ' ' {
+		q++
 	}
+	from := q
+	for f := w.class(q); f != 0 && !f.is(cSpace|cLetter|cNumber); f = w.class(q) {
+		q++
+	}
+	if q == from {
+		return pos
+	}
+	return q
+}
+
+// spaceEnd is the end of the word at pos that no other rule took:
+// whitespace, '\s+(?!\S)' (a run before a word leaves its last space to
+// the word) then '\s+', and with newlines '\s*[\r\n]+' (up to the run's
+// last newline) first. Anything else is a word of one codepoint, as the
+// regexes leave it: a gap between matches.
+func (w *window) spaceEnd(pos int, newlines bool) int {
 	spaces, lastNewline := 0, 0
 	for w.class(pos + spaces).is(cSpace) {
-		if r := t.cps[pos+spaces]; r == '\r' || r == '\n' {
+		if newlines && isNewline(w.t.cps[pos+spaces]) {
 			lastNewline = pos + spaces + 1
 		}
 		spaces++
 	}
 	switch {
 	case lastNewline > 0: // \s*[\r\n]+
-		return w.cut(lastNewline)
-	case spaces > 1 && pos+spaces < hi: // \s+(?!\S)
-		return w.cut(pos + spaces - 1)
+		return lastNewline
+	case spaces > 1 && pos+spaces < w.hi: // \s+(?!\S): leave the last space to the next word
+		return pos + spaces - 1
 	case spaces > 0: // \s+
-		return w.cut(pos + spaces)
+		return pos + spaces
 	default:
-		return w.cut(pos + 1)
+		return pos + 1
 	}
 }
+
+func isNewline(r rune) bool { return r == '\r' || r == '\n' }
 
 // contractionEnd is the end of the English contraction ('s, 't, 're, 've,
 // 'm, 'll or 'd; any case when fold) that starts at pos in a piece ending at

@@ -181,3 +181,40 @@ func TestSplitCoversText(t *testing.T) {
 		}
 	}
 }
+
+// FuzzHandWrittenSplitters checks the GPT-2 and Llama 3 splitters against
+// their regexes on any text, whole and cut in two.
+func FuzzHandWrittenSplitters(f *testing.F) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for i := range 20 {
+		f.Add(randomText(r, 1+i*3), uint(i))
+	}
+	f.Add("a  \r\n b ! \n", uint(3))
+	hands := []struct {
+		name string
+		hand splitter
+		re   regexSplit
+	}{
+		{"gpt2", gpt2Splitter{}, mustRegex(regexGPT2)},
+		{"llama3", llama3Splitter{}, mustRegex(regexLlama3)},
+	}
+	f.Fuzz(func(t *testing.T, s string, cut uint) {
+		cps, _ := codepoints(s)
+		if len(cps) == 0 {
+			return
+		}
+		k := 1 + int(cut%uint(len(cps)))
+		for _, pieces := range [][]int{{len(cps)}, {k, len(cps) - k}} {
+			if pieces[len(pieces)-1] == 0 {
+				pieces = pieces[:1]
+			}
+			for _, h := range hands {
+				got := h.hand.split(newSplitText(cps), pieces)
+				want := h.re.split(newSplitText(cps), pieces)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%s %q %v: hand-written %v, regex %v", h.name, s, pieces, got, want)
+				}
+			}
+		}
+	})
+}
