@@ -20,6 +20,7 @@ import (
 	"github.com/latent-ai/latent/model"
 	"github.com/latent-ai/latent/model/deepseek2"
 	"github.com/latent-ai/latent/quant"
+	"github.com/latent-ai/latent/synth"
 )
 
 // goldenDir is ../shared/golden beside the repository, or .golden in it (a
@@ -517,4 +518,58 @@ func TestPipelinedGreedyGPU(t *testing.T) {
 			}
 		}
 	})
+}
+
+// At the real models' widths, where the kernels take other variants than
+// at the golden models' (rows of 32 lanes, G rows a warp, glm's shared
+// expert folded into the routed launches), a two-layer synthesized file
+// gives the same logits bit for bit with and without the fusions, over a
+// prompt and one-token steps replayed as graphs.
+func TestRealWidthsFusedAsUnfused(t *testing.T) {
+	needGPU(t)
+	for _, preset := range []string{"deepseek-v2-lite", "glm-4.7-flash", "youtu-llm-2b"} {
+		t.Run(preset, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), preset+".gguf")
+			if _, _, err := synth.WriteFile(context.Background(), path, synth.Options{Preset: preset, Format: synth.Q4_0, Layers: 2, Seed: 1, Workers: 8}); err != nil {
+				t.Fatal(err)
+			}
+			run := func(fusion bool) (*engine.Trace, uint64) {
+				lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 64})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer lm.Close()
+				be := lm.Backend.(*cuda.Backend)
+				be.NoFusion = !fusion
+				m := lm.Model
+				logits, err := m.Forward([]int32{1, 500, 77, 9000, 42}, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr := &engine.Trace{Steps: []engine.Step{{Logits: slices.Clone(logits)}}}
+				var kernels uint64
+				for i := range 4 {
+					before := be.Launches()
+					logits, err = m.Forward([]int32{int32(100 + i)}, false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					kernels = be.Launches() - before
+					tr.Steps = append(tr.Steps, engine.Step{Logits: slices.Clone(logits)})
+				}
+				return tr, kernels
+			}
+			fused, nf := run(true)
+			plain, np := run(false)
+			for i := range fused.Steps {
+				if d := maxAbsDiff(fused.Steps[i].Logits, plain.Steps[i].Logits); d != 0 || math.IsNaN(float64(fused.Steps[i].Logits[0])) {
+					t.Errorf("step %d: fused and unfused logits differ by %.3g", i, d)
+				}
+			}
+			t.Logf("%s, 2 layers: %d kernels a step fused, %d unfused", preset, nf, np)
+			if nf >= np {
+				t.Errorf("%d kernels a step fused, not fewer than %d unfused", nf, np)
+			}
+		})
+	}
 }
