@@ -3,11 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,7 +13,6 @@ import (
 
 	"github.com/latent-ai/latent/chat"
 	"github.com/latent-ai/latent/engine"
-	"github.com/latent-ai/latent/gguf"
 	"github.com/latent-ai/latent/model"
 	"github.com/latent-ai/latent/tokenizer"
 )
@@ -131,7 +128,11 @@ func runTokens(cmd *cobra.Command, ref string, o *runOptions) error {
 	}
 	defer lm.Close()
 	if !o.ignoreEOS {
-		req.EOG = eogTokens(lm.File)
+		tok, err := tokenizer.FromGGUF(lm.File)
+		if err != nil {
+			return err // it names the file
+		}
+		req.EOG = tok.EOG()
 	}
 
 	// Ctrl-C ends the generation, not the process: what was
@@ -256,28 +257,9 @@ func newChatSession(cmd *cobra.Command, lm *model.Loaded, o *runOptions) (*chatS
 		}
 	}
 	if !o.ignoreEOS {
-		// The tokenizer's set holds eos, eot and eom already (eogTokens),
-		// as the server uses it.
 		c.eog = tok.EOG()
 	}
 	return c, nil
-}
-
-// eogTokens are the ids that end a generation, as the model file names them
-// (eos, and eot and eom where the vocabulary has them).
-func eogTokens(f *gguf.File) []int32 {
-	var ids []int32
-	for _, key := range []string{"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"} {
-		v, ok := f.Get(key)
-		if !ok {
-			continue
-		}
-		// Some conversions write -1 for "none": Uint rejects it.
-		if id, ok := v.Uint(); ok && id <= math.MaxInt32 && !slices.Contains(ids, int32(id)) {
-			ids = append(ids, int32(id))
-		}
-	}
-	return ids
 }
 
 func printRunStats(w io.Writer, r *engine.Result, load time.Duration, seed uint64) {
