@@ -229,7 +229,7 @@ func runText(cmd *cobra.Command, ref string, args []string, o *runOptions) error
 func newChatSession(cmd *cobra.Command, lm *model.Loaded, o *runOptions) (*chatSession, error) {
 	tok, err := tokenizer.FromGGUF(lm.File)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", lm.File.Name, err)
+		return nil, err // it names the file
 	}
 	out := cmd.OutOrStdout()
 	_, tty := terminalFile(out)

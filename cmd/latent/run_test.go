@@ -337,6 +337,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{model, "--prompt-tokens", "1,2,3,4,5", "--ctx", "4"}, "the prompt has 5 tokens, more than fit in the context of 4"},
 		{[]string{model, "--prompt-tokens", "1", "--backend", "tpu"}, `unknown backend "tpu"`},
 		{[]string{noMerges, "--prompt-tokens", "1"}, "tiny-youtu-q4_0.gguf: tokenizer: tokenizer.ggml.merges is uint32, not an array of strings"},
+		{[]string{noMerges, "hi"}, "tiny-youtu-q4_0.gguf: tokenizer: tokenizer.ggml.merges is uint32, not an array of strings"},
 		{[]string{filepath.Join(t.TempDir(), "missing.gguf"), "--prompt-tokens", "1"}, "missing.gguf: no such"},
 		{[]string{filepath.Join(t.TempDir(), "missing.gguf"), "hello"}, "missing.gguf: no such"},
 		{[]string{"--prompt-tokens", "1"}, "give a model: latent run MODEL [PROMPT]"},
@@ -344,6 +345,9 @@ func TestRunErrors(t *testing.T) {
 	for _, tc := range tests {
 		out, _, err := runRun(t, context.Background(), nil, tc.args...)
 		checkError(t, fmt.Sprint("latent run ", tc.args), err, tc.want)
+		if err != nil && strings.Count(err.Error(), ".gguf") > 1 {
+			t.Errorf("latent run %v: the error names the file twice: %v", tc.args, err)
+		}
 		if out != "" {
 			t.Errorf("latent run %v: printed %q before failing", tc.args, out)
 		}
