@@ -126,7 +126,9 @@ type Backend interface {
 // share of exp(logit − largest) over the TopK reaches TopP, and draws one
 // with probability ∝ exp((logit − largest)·InvTemp), walking U times their
 // sum. Sums run in the candidates' order, most likely first, as the
-// engine's sampler does, so both pick the same token for the same U.
+// engine's sampler does, so both pick the same token for the same U (unless
+// U falls within rounding of a boundary: a device's exp may differ from
+// Go's in the last bit).
 type Draw struct {
 	TopK    int     // 1 to MaxDrawTopK
 	TopP    float32 // in (0, 1); otherwise off

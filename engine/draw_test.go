@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"cmp"
 	"context"
 	"math"
 	"slices"
@@ -12,70 +11,12 @@ import (
 	"github.com/latent-ai/latent/model/deepseek2"
 )
 
-// refDraw is backend.Draw's pick as its documentation states it, written
-// out plainly: sort everything, keep the TopK, min-p, top-p, weigh, walk.
-func refDraw(l []float32, d backend.Draw) int32 {
-	type cand struct {
-		id int32
-		v  float32
-	}
-	var c []cand
-	for i, v := range l {
-		if v == v {
-			c = append(c, cand{int32(i), v})
-		}
-	}
-	slices.SortFunc(c, func(a, b cand) int {
-		if a.v != b.v {
-			return cmp.Compare(b.v, a.v)
-		}
-		return cmp.Compare(a.id, b.id)
-	})
-	c = c[:min(len(c), d.TopK)]
-	if len(c) == 0 || math.IsInf(float64(c[0].v), 0) {
-		if len(c) > 0 && c[0].v > 0 {
-			return c[0].id
-		}
-		return 0
-	}
-	top := c[0].v
-	var z float64
-	for _, x := range c {
-		z += math.Exp(float64(x.v - top))
-	}
-	q := 0
-	for q < len(c) && c[q].v >= top+d.LnMinP {
-		q++
-	}
-	if d.TopP > 0 && d.TopP < 1 {
-		var cum float64
-		for i := range q {
-			if cum += math.Exp(float64(c[i].v-top)) / z; cum >= float64(d.TopP) {
-				q = i + 1
-				break
-			}
-		}
-	}
-	w := make([]float64, q)
-	var sum float64
-	for i := range q {
-		w[i] = math.Exp(float64(c[i].v-top) * d.InvTemp)
-		sum += w[i]
-	}
-	r := d.U * sum
-	for i := range q {
-		if r < w[i] {
-			return c[i].id
-		}
-		r -= w[i]
-	}
-	return c[q-1].id
-}
-
-// drawModel draws on the host with refDraw as a Drawing model's backend
-// would, keeping the answer for the next pass, and counts its draws.
+// drawModel draws as a Drawing model's backend would: with the draw's
+// number, on the host (the device's pick is checked against SampleWith on
+// the GPU). It keeps the answer for the next pass and counts its draws.
 type drawModel struct {
 	*deepseek2.Model
+	s            *engine.Sampler
 	last         int32
 	draws, blind int
 }
@@ -96,7 +37,7 @@ func (m *drawModel) StartDraw(tokens []int32, d backend.Draw) (backend.Pending, 
 	if err != nil {
 		return nil, err
 	}
-	m.last = refDraw(logits, d)
+	m.last = m.s.SampleWith(logits, nil, d.U)
 	return drawn(m.last), nil
 }
 
@@ -135,7 +76,11 @@ func TestDrawingSameAsHostSampling(t *testing.T) {
 				return toks
 			}
 			want := gen(syncModel{loadGolden(t, "tiny-glm-q4_0", "cpu", 128)})
-			dm := &drawModel{Model: loadGolden(t, "tiny-glm-q4_0", "cpu", 128)}
+			s, err := engine.NewSampler(tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dm := &drawModel{Model: loadGolden(t, "tiny-glm-q4_0", "cpu", 128), s: s}
 			got := gen(dm)
 			if !slices.Equal(got, want) {
 				t.Errorf("drawn %v, host %v", got, want)

@@ -209,14 +209,17 @@ func better(a, b candidate) int {
 }
 
 // candidates applies top-k, top-p and min-p to l and returns the survivors
-// (most likely first when top-p is on) with the largest logit, or nothing
-// when the largest is -Inf or +Inf. NaN logits never survive.
+// with the largest logit, or nothing when the largest is -Inf or +Inf. NaN
+// logits never survive. The survivors come most likely first when top-p is
+// on, and whenever top-k leaves at most backend.MaxDrawTopK: then a
+// backend.Draw sums and walks the same candidates in the same order, and
+// both pick the same token for the same number.
 //
-// min-p runs before the sort although llama.cpp applies it after top-p: both
-// keep a prefix of the same sorted order, min-p's threshold depends only on
-// the top logit and top-p's cut only on the set top-k left, so the result is
-// the same, and sorting only min-p's survivors is much cheaper on a large
-// vocabulary.
+// Without that sort, min-p runs before the sort although llama.cpp applies
+// it after top-p: both keep a prefix of the same sorted order, min-p's
+// threshold depends only on the top logit and top-p's cut only on the set
+// top-k left, so the result is the same, and sorting only min-p's survivors
+// is much cheaper on a large vocabulary.
 func (s *Sampler) candidates(l []float32) ([]candidate, float32) {
 	V := len(l)
 	if cap(s.cand) < V {
@@ -234,9 +237,8 @@ func (s *Sampler) candidates(l []float32) ([]candidate, float32) {
 			}
 		}
 	}
-	if o.TopK > 0 {
-		// Most likely first, the order in which a backend.Draw sums and
-		// walks them, so both pick the same token for the same number.
+	sorted := o.TopK > 0 && o.TopK <= backend.MaxDrawTopK
+	if sorted {
 		slices.SortFunc(cand, better)
 	}
 	top := float32(math.Inf(-1))
@@ -257,7 +259,12 @@ func (s *Sampler) candidates(l []float32) ([]candidate, float32) {
 	topP := o.TopP > 0 && o.TopP < 1
 	var z float64 // top-p's normaliser: over the set top-k left
 	cut := buckets{cut: -1}
-	if topP {
+	switch {
+	case topP && sorted: // few, in order: the cut below walks them all
+		for _, c := range cand {
+			z += math.Exp(float64(c.logit - top))
+		}
+	case topP:
 		z, cut = s.cutTopP(cand, top)
 	}
 	kept := cand[:0]
@@ -268,7 +275,7 @@ func (s *Sampler) candidates(l []float32) ([]candidate, float32) {
 	}
 	cand = kept
 	if topP {
-		if o.TopK == 0 { // (top-k sorted them already)
+		if !sorted {
 			slices.SortFunc(cand, better)
 		}
 		var cum float64

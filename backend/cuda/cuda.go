@@ -47,7 +47,7 @@ type Backend struct {
 	tokens       []int32
 	pos          []int32
 	maxPos       int
-	tokDev       uintptr // int32 tokens then int32 positions, capacity tokCap each, then a draw's float64
+	tokDev       uintptr // int32 tokens then int32 positions, capacity tokCap each, then a draw's numbers
 	tokCap       int
 	staging      uintptr // pinned host memory
 	stagingCap   int
@@ -542,7 +542,7 @@ func (b *Backend) Begin(tokens, pos []int32) {
 				call(b.d.cuMemFree, b.tokDev)
 			}
 			b.tokCap = max(b.T, 64)
-			b.tokDev, err = b.alloc(int64(8*b.tokCap+8), "token ids")
+			b.tokDev, err = b.alloc(int64(8*b.tokCap+24), "token ids")
 		})
 		if err != nil {
 			panic(fmt.Errorf("cuda: %w", err))
@@ -554,7 +554,7 @@ func (b *Backend) Begin(tokens, pos []int32) {
 func (b *Backend) tokensDev() uintptr { return b.tokDev }
 func (b *Backend) posDev() uintptr    { return b.tokDev + uintptr(4*b.tokCap) }
 
-// drawDev is where a draw's uniform number goes, after the positions.
+// drawDev is where a draw's numbers (drawArgs) go, after the positions.
 func (b *Backend) drawDev() uintptr { return b.tokDev + uintptr(8*b.tokCap) }
 
 // Read copies t to host memory, running the pass's pending work first.

@@ -119,11 +119,9 @@ func TestDrawMatchesSampler(t *testing.T) {
 	t.Logf("%d draws compared", checked)
 }
 
-// hostSampled hides StartArgmax (and so StartDraw): Generate samples each
-// step's logits on the host.
-type hostSampled struct{ *deepseek2.Model }
-
-func (hostSampled) StartArgmax() {}
+// hostSampled is a model with nothing but engine.Model's methods:
+// Generate samples each step's logits on the host.
+type hostSampled struct{ engine.Model }
 
 // Sampled generation on the GPU, each step drawn on the device and queued
 // before the host has seen its token, gives the tokens of reading every

@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/latent-ai/latent/backend"
@@ -17,12 +16,12 @@ import (
 // step N's token afterwards.
 
 // slot is one queued pass's pinned words: its token and position going up,
-// its answer coming back, a draw's number going up, and the event recorded
-// after the answer's copy.
+// its answer coming back, a draw's numbers going up, and the event
+// recorded after the answer's copy.
 type slot struct {
 	b    *Backend
 	host *[4]int32 // token, position, answer
-	u    *float64  // a draw's uniform number going up
+	draw *drawArgs // a draw's numbers going up
 	ev   uintptr
 	busy bool
 }
@@ -45,8 +44,9 @@ func (s *slot) Wait() int32 {
 	return v
 }
 
-// slotBytes is one slot's pinned words: four int32 and a float64.
-const slotBytes = 24
+// slotBytes is one slot's pinned words: four int32 and a drawArgs (8-byte
+// aligned in every slot).
+const slotBytes = 16 + 24
 
 // takeSlot returns a free slot, allocating backend.MaxPending of them in
 // one pinned page the first time.
@@ -59,7 +59,7 @@ func (b *Backend) takeSlot() *slot {
 			}
 			for i := range backend.MaxPending {
 				at := b.slotPage + uintptr(slotBytes*i)
-				s := &slot{b: b, host: (*[4]int32)(hostPtr(at)), u: (*float64)(hostPtr(at + 16))}
+				s := &slot{b: b, host: (*[4]int32)(hostPtr(at)), draw: (*drawArgs)(hostPtr(at + 16))}
 				if err = b.d.check("cuEventCreate", call(b.d.cuEventCreate, uintptr(unsafe.Pointer(&s.ev)), 2)); err != nil { // CU_EVENT_DISABLE_TIMING
 					return
 				}
@@ -90,26 +90,48 @@ func (b *Backend) ArgmaxAsync(t backend.Tensor) backend.Pending {
 }
 
 // DrawAsync is ArgmaxAsync with a sampled pick (backend.Drawer; the
-// kernels are pick_top and pick_draw in kernels/basic.cu). The draw's
-// uniform number goes up through the slot's pinned words, in stream order,
-// so the recording stays the same from step to step and replays as one graph.
+// kernels are pick_top and pick_draw in kernels/basic.cu). pick_top keeps
+// the best TopK of each 1024 logits, then of each 1024 of those keys, until
+// pick_draw can sort what is left in shared memory. The draw's numbers go
+// up through the slot's pinned words, in stream order, so that one recorded
+// step replays as one graph whatever they are; only TopK shapes it.
 func (b *Backend) DrawAsync(t backend.Tensor, d backend.Draw) backend.Pending {
 	p := b.oneRow(t, "draw async")
-	if d.TopK < 1 || d.TopK > backend.MaxDrawTopK {
-		panic(fmt.Sprintf("cuda: draw async: top-k %d outside 1..%d", d.TopK, backend.MaxDrawTopK))
+	K := d.TopK
+	if K < 1 || K > backend.MaxDrawTopK {
+		panic(fmt.Sprintf("cuda: draw async: top-k %d outside 1..%d", K, backend.MaxDrawTopK))
 	}
-	nb := ceilDiv(p.cols, drawSlice)
-	part := b.scratch(int64(8 * nb * d.TopK))
-	b.record("pick_top", grid1(nb), [3]uint32{drawSlice / 2, 1, 1}, int64(p.cols)*4,
-		uint64(part), uint64(p.ptr), uint64(p.cols), uint64(d.TopK))
-	b.record("pick_draw", grid1(1), [3]uint32{1024, 1, 1}, int64(8*nb*d.TopK),
-		uint64(b.tokensDev()), uint64(part), uint64(nb), uint64(d.TopK), math.Float64bits(d.InvTemp),
-		uint64(math.Float32bits(d.TopP)), uint64(math.Float32bits(d.LnMinP)), uint64(b.drawDev()))
-	return b.queueAnswer(&d.U)
+	var in uintptr // the keys of the level before (none: the logits)
+	n := p.cols
+	for {
+		nb := ceilDiv(n, drawSlice)
+		part := b.scratch(int64(8 * nb * K))
+		x, bytes := p.ptr, int64(4*n)
+		if in != 0 {
+			x, bytes = 0, int64(8*n) // keys, not logits
+		}
+		b.record("pick_top", grid1(nb), [3]uint32{drawSlice / 2, 1, 1}, bytes,
+			uint64(part), uint64(x), uint64(in), uint64(n), uint64(K))
+		in, n = part, nb*K
+		if n <= drawMerge {
+			break
+		}
+	}
+	b.record("pick_draw", grid1(1), [3]uint32{1024, 1, 1}, int64(8*n),
+		uint64(b.tokensDev()), uint64(in), uint64(n/K), uint64(K), uint64(b.drawDev()))
+	return b.queueAnswer(&drawArgs{u: d.U, invT: d.InvTemp, topP: d.TopP, lnMinP: d.LnMinP})
 }
 
-// drawSlice is how many logits one pick_top block sorts (DRAW_SLICE).
-const drawSlice = 1024
+// drawArgs mirrors the kernels' DrawArgs: a draw's numbers.
+type drawArgs struct {
+	u, invT      float64
+	topP, lnMinP float32
+}
+
+const (
+	drawSlice = 1024 // keys one pick_top block sorts (DRAW_SLICE)
+	drawMerge = 4096 // keys pick_draw sorts (DRAW_MERGE)
+)
 
 // oneRow checks that t is one non-empty row and marks it read.
 func (b *Backend) oneRow(t backend.Tensor, op string) *tensor {
@@ -123,15 +145,15 @@ func (b *Backend) oneRow(t backend.Tensor, op string) *tensor {
 
 // queueAnswer queues the recorded pass, whose last kernel wrote its answer
 // over the token id, then the answer's 4-byte copy into a slot and an
-// event; u, if not nil, is uploaded first for pick_draw.
-func (b *Backend) queueAnswer(u *float64) backend.Pending {
+// event; a draw's numbers, if any, are uploaded first for pick_draw.
+func (b *Backend) queueAnswer(a *drawArgs) backend.Pending {
 	s := b.takeSlot()
 	var err error
 	b.run(func() {
 		d := b.d
-		if u != nil {
-			*s.u = *u
-			if err = d.check("upload draw", call(d.cuMemcpyHtoDAsync, b.drawDev(), uintptr(unsafe.Pointer(s.u)), 8, b.stream)); err != nil {
+		if a != nil {
+			*s.draw = *a
+			if err = d.check("upload draw", call(d.cuMemcpyHtoDAsync, b.drawDev(), uintptr(unsafe.Pointer(s.draw)), unsafe.Sizeof(*a), b.stream)); err != nil {
 				return
 			}
 		}

@@ -88,11 +88,17 @@ func (m *Model) ForwardArgmax(tokens []int32) (int32, error) {
 // step N's token, so a GPU runs step after step while the host checks
 // stop conditions one step behind.
 func (m *Model) StartArgmax(tokens []int32) (backend.Pending, error) {
+	return m.start(tokens, m.be.ArgmaxAsync)
+}
+
+// start queues a pass over tokens that ends in pick, whose answer the next
+// pass may take as its token.
+func (m *Model) start(tokens []int32, pick func(backend.Tensor) backend.Pending) (backend.Pending, error) {
 	logits, err := m.pass(tokens, false)
 	if err != nil {
 		return nil, err
 	}
-	p := m.be.ArgmaxAsync(logits)
+	p := pick(logits)
 	m.chained = true
 	return p, nil
 }
@@ -111,13 +117,7 @@ func (m *Model) StartDraw(tokens []int32, d backend.Draw) (backend.Pending, erro
 	if !ok {
 		return nil, fmt.Errorf("forward: the %s backend cannot draw tokens", m.be.Name())
 	}
-	logits, err := m.pass(tokens, false)
-	if err != nil {
-		return nil, err
-	}
-	p := dr.DrawAsync(logits, d)
-	m.chained = true
-	return p, nil
+	return m.start(tokens, func(logits backend.Tensor) backend.Pending { return dr.DrawAsync(logits, d) })
 }
 
 // pass records (or runs) the network over tokens (nil: the last

@@ -318,15 +318,16 @@ extern "C" __global__ void __launch_bounds__(1024) argmax(int* out, const float*
 
 // ---- Sampled picks (backend.Draw): the engine's sampler on the device ----
 //
-// A draw keeps the TopK best logits (larger first, the lower id on ties, NaN
+// A draw keeps the K best logits (larger first, the lower id on ties, NaN
 // never), then min-p, top-p and the temperature, and picks with the host's
 // uniform number u, summing in the candidates' order as engine.Sampler does,
-// so that both pick the same token for the same u. Two launches: pick_top
-// sorts 1024-logit slices in parallel and keeps each one's best K; pick_draw
-// merges only the keys that can be among the K best overall and does the
-// sampler's arithmetic, so the host sees 4 bytes instead of the logits.
+// so that both pick the same token for the same u. pick_top sorts slices of
+// 1024 in parallel and keeps each one's best K, first of the logits, then,
+// as often as needed, of those lists, until at most DRAW_MERGE keys are
+// left; pick_draw merges them and does the sampler's arithmetic, and the
+// host sees 4 bytes instead of the logits.
 
-#define DRAW_SLICE 1024  // logits per pick_top block (512 threads)
+#define DRAW_SLICE 1024  // keys a pick_top block sorts (512 threads)
 #define DRAW_MERGE 4096  // keys pick_draw sorts in shared memory
 #define DRAW_MAX_K 256   // backend.MaxDrawTopK
 
@@ -363,92 +364,74 @@ __device__ void bitonic_desc(u64* s, int n) {
     __syncthreads();
 }
 
-__device__ __forceinline__ u64 block_max_u64(u64 v, u64* sh) {
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    v = lane < nw ? sh[lane] : 0ull;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-// pick_top: part[b][0..K) = the K largest keys of logits [1024·b, 1024·b + 1024).
-extern "C" __global__ void __launch_bounds__(DRAW_SLICE / 2) pick_top(u64* part, const float* x, int cols, int K) {
+// pick_top: part[b][0..K) = the K largest keys of slice b of the n logits x
+// (or, with x null, of the n keys kin: the lists of the level before). A
+// slice with fewer than K numbers pads its list with 0.
+extern "C" __global__ void __launch_bounds__(DRAW_SLICE / 2) pick_top(u64* part, const float* x, const u64* kin, int n, int K) {
     pdl_entry();
     __shared__ u64 s[DRAW_SLICE];
     const int base = blockIdx.x * DRAW_SLICE;
-    for (int i = threadIdx.x; i < DRAW_SLICE; i += blockDim.x) s[i] = base + i < cols ? draw_key(x[base + i], base + i) : 0ull;
+    for (int i = threadIdx.x; i < DRAW_SLICE; i += blockDim.x) {
+        const int j = base + i;
+        s[i] = j >= n ? 0ull : x ? draw_key(x[j], j) : kin[j];
+    }
     bitonic_desc(s, DRAW_SLICE);
     for (int i = threadIdx.x; i < K; i += blockDim.x) part[(i64)blockIdx.x * K + i] = s[i];
 }
 
-// pick_draw: *out = the token drawn from nb slices' keys (pick_top). The K
-// best overall are among the keys at or above the largest K-th key of a
-// slice (that slice alone has K of them), usually a few times K keys: those
-// are sorted in shared memory (or, if there are more than DRAW_MERGE, the K
-// best are found one at a time). Then, as engine.Sampler.candidates and draw:
-// min-p keeps the logits ≥ top + ln(min_p); top-p the shortest prefix whose
-// share of exp(logit − top) over the K reaches p; and u times the sum of
+// DrawArgs is backend.Draw's numbers, uploaded each step (so one recorded
+// graph serves every temperature, top-p and min-p).
+struct DrawArgs {
+    double u, invT;
+    float topP, lnMinP;
+};
+
+// pick_draw: *out = the token drawn from nb lists of K keys (pick_top), at
+// most DRAW_MERGE in all. The K best overall are at or above the largest
+// K-th key of a list (that list alone has K of them): those are sorted in
+// shared memory. Then, as engine.Sampler.candidates and draw: min-p keeps
+// the logits ≥ top + ln(min_p); top-p the shortest prefix whose share of
+// exp(logit − top) over the K reaches p; and u times the sum of
 // exp((logit − top)/T) over what is left walks to the pick. A top of +Inf
 // picks its token, and no finite top gives 0, as the sampler's greedy
 // fallback does.
-extern "C" __global__ void __launch_bounds__(1024) pick_draw(int* out, const u64* part, int nb, int K, double invT, float topP,
-                                                             float lnMinP, const double* u) {
+extern "C" __global__ void __launch_bounds__(1024) pick_draw(int* out, const u64* part, int nb, int K, const DrawArgs* a) {
     pdl_entry();
     __shared__ u64 s[DRAW_MERGE];
     __shared__ double e1[DRAW_MAX_K], e2[DRAW_MAX_K];
     __shared__ u64 red[32];
     __shared__ int n;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     u64 t = 0;
     for (int b = threadIdx.x; b < nb; b += blockDim.x) t = max(t, part[(i64)b * K + K - 1]);
-    t = block_max_u64(t, red);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) t = max(t, __shfl_xor_sync(0xffffffffu, t, o));
+    if (lane == 0) red[w] = t;
     if (threadIdx.x == 0) n = 0;
     __syncthreads();
-    const int all = nb * K;
-    for (int i = threadIdx.x; i < all; i += blockDim.x) {
+    t = 0;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++) t = max(t, red[i]);
+    for (int i = threadIdx.x; i < nb * K; i += blockDim.x) {
         const u64 k = part[i];
-        if (k != 0 && k >= t) {
-            const int at = atomicAdd(&n, 1);
-            if (at < DRAW_MERGE) s[at] = k;
-        }
+        if (k != 0 && k >= t) s[atomicAdd(&n, 1)] = k;
     }
     __syncthreads();
-    const int cnt = n;
-    int m = min(K, cnt);
-    if (cnt <= DRAW_MERGE) {
-        int P = 2;
-        while (P < cnt) P <<= 1;
-        for (int i = cnt + threadIdx.x; i < P; i += blockDim.x) s[i] = 0;
-        bitonic_desc(s, P);
-    } else {  // keys are distinct (their ids differ): walk down from the best
-        u64 prev = ~0ull;
-        for (int r = 0; r < m; r++) {
-            u64 best = 0;
-            for (int i = threadIdx.x; i < all; i += blockDim.x) {
-                const u64 k = part[i];
-                if (k < prev && k > best) best = k;
-            }
-            best = block_max_u64(best, red);
-            if (threadIdx.x == 0) s[r] = best;
-            prev = best;
-        }
-        __syncthreads();
-    }
+    const int cnt = n, m = min(K, cnt);
+    int P = 2;
+    while (P < cnt) P <<= 1;
+    for (int i = cnt + threadIdx.x; i < P; i += blockDim.x) s[i] = 0;
+    bitonic_desc(s, P);
     const float top = m > 0 ? key_logit(s[0]) : -INFINITY;
     for (int i = threadIdx.x; i < m; i += blockDim.x) {
         const float d = key_logit(s[i]) - top;
         e1[i] = exp((double)d);
-        e2[i] = exp((double)d * invT);
+        e2[i] = exp((double)d * a->invT);
     }
     __syncthreads();
     if (threadIdx.x != 0) return;
     int tok = 0;
     if (top > -INFINITY && top <= 3.402823466e38f) {
-        const float minP = top + lnMinP;
+        const float minP = top + a->lnMinP, topP = a->topP;
         int q = 0;
         while (q < m && key_logit(s[q]) >= minP) q++;
         if (topP > 0.f && topP < 1.f) {
@@ -462,7 +445,7 @@ extern "C" __global__ void __launch_bounds__(1024) pick_draw(int* out, const u64
         }
         double sum = 0.;
         for (int i = 0; i < q; i++) sum += e2[i];
-        double r = *u * sum;
+        double r = a->u * sum;
         tok = key_id(s[q - 1]);
         for (int i = 0; i < q; i++) {
             if (r < e2[i]) {
