@@ -42,6 +42,19 @@ func needGPU(t *testing.T) {
 	}
 }
 
+// newGPU is a CUDA backend on device 0, closed when the test ends (it skips
+// without a GPU).
+func newGPU(t *testing.T) *cuda.Backend {
+	t.Helper()
+	needGPU(t)
+	be, err := cuda.New(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	return be
+}
+
 // eachGoldenModel runs f, as a subtest, on every golden model loaded on
 // the GPU with a context of 256.
 func eachGoldenModel(t *testing.T, f func(t *testing.T, m *deepseek2.Model)) {
@@ -265,12 +278,7 @@ func f32bytes(v []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&
 // Matrix products of every weight type at decode and prefill batch sizes
 // agree with the CPU backend (which rounds activations the same way).
 func TestMatMulAgainstCPU(t *testing.T) {
-	needGPU(t)
-	g, err := cuda.New(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := newGPU(t)
 	c := cpu.New(2)
 	defer c.Close()
 	r := rand.New(rand.NewPCG(3, 4))
@@ -339,12 +347,7 @@ func TestMatMulAgainstCPU(t *testing.T) {
 // lengths that are not a multiple of 4, a misaligned column view (the
 // scalar path), and a vocabulary-sized row.
 func TestArgmaxHandMade(t *testing.T) {
-	needGPU(t)
-	be, err := cuda.New(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
+	be := newGPU(t)
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
 	r := rand.New(rand.NewPCG(5, 6))
 	patterns := []func(x []float32){

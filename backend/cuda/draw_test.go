@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/latent-ai/latent/backend"
-	"github.com/latent-ai/latent/backend/cuda"
 	"github.com/latent-ai/latent/engine"
 	"github.com/latent-ai/latent/model/deepseek2"
 	"github.com/latent-ai/latent/quant"
@@ -19,12 +18,7 @@ import (
 // vocabularies from a few entries to a real model's, sampler options at the
 // edges of what a Draw expresses, and logits with ties, NaN and infinities.
 func TestDrawMatchesSampler(t *testing.T) {
-	needGPU(t)
-	be, err := cuda.New(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
+	be := newGPU(t)
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
 	r := rand.New(rand.NewPCG(8, 9))
 	patterns := []func(x []float32){
