@@ -72,7 +72,8 @@ type Backend struct {
 	qcache           []quantEntry
 
 	bigShared map[uintptr]int // kernels whose dynamic shared memory limit was raised
-	counters  uintptr         // zeroed per-token counters for last-block-done kernels
+	counters  uintptr         // zeroed per-token counters for last-block-done kernels, then mla_decode's grid barrier
+	mla       *mlaBuffers     // mla_decode's scratch (one allocation from qh), made at its first use
 
 	graphs   map[uint64]uintptr
 	NoGraphs bool // launch every kernel directly (for tests and profiling)
@@ -82,6 +83,10 @@ type Backend struct {
 	// keeps float32, as the golden logits were made. Set before the model
 	// is loaded.
 	HalfCache bool
+	// MLAFrom is the context length (positions up to the token's) from which
+	// one-token attention runs as mla_decode, every cache row read once for
+	// all heads, instead of attn_decode, a block per head and split.
+	MLAFrom   int
 	nLaunch   uint64
 	prof      *profiler
 	pdl       bool // launches use programmatic dependent launch (cuLaunchKernelEx)
@@ -95,6 +100,13 @@ var (
 	_ backend.Backend = (*Backend)(nil)
 	_ backend.Counter = (*Backend)(nil)
 )
+
+// mlaFrom is MLAFrom's default: where mla_decode overtakes attn_decode.
+// Measured on the H200 (BENCHMARKS.md): youtu decodes 572 → 493 tok/s with
+// it at an empty context, 464 → 455 at 4096, 390 → 426 at 8192 and
+// 292 → 399 at 16384; glm 246 → 223, 208 → 208, 181 → 198, 141 → 183.
+// The lines cross at about 4.7k positions (youtu) and 4.1k (glm).
+const mlaFrom = 4608
 
 // DeviceInfo describes the GPU.
 type DeviceInfo struct {
@@ -127,7 +139,7 @@ func New(ordinal int) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{d: d, work: make(chan func()), done: make(chan struct{}), types: map[quant.Type]bool{}, HalfCache: half,
+	b := &Backend{d: d, work: make(chan func()), done: make(chan struct{}), types: map[quant.Type]bool{}, HalfCache: half, MLAFrom: mlaFrom,
 		graphs: map[uint64]uintptr{}, ropes: map[*float32]uintptr{}, bigShared: map[uintptr]int{}, mmv1Names: map[[4]int]string{},
 		pdl: d.cuLaunchKernelEx != 0}
 	started := make(chan error)
@@ -255,6 +267,9 @@ func (b *Backend) Close() error {
 		}
 		if b.counters != 0 {
 			call(d.cuMemFree, b.counters)
+		}
+		if b.mla != nil {
+			call(d.cuMemFree, b.mla.qh)
 		}
 		if b.staging != 0 {
 			call(d.cuMemFreeHost, b.staging)
@@ -405,10 +420,10 @@ func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
 		if err = b.d.check("cuMemsetD8", call(b.d.cuMemsetD8, k.ptr, 0, uintptr(n))); err != nil {
 			return
 		}
-		if b.counters, err = b.alloc(4*maxCounters, "counters"); err != nil {
+		if b.counters, err = b.alloc(4*maxCounters+8, "counters"); err != nil {
 			return
 		}
-		err = b.d.check("cuMemsetD8", call(b.d.cuMemsetD8, b.counters, 0, 4*maxCounters))
+		err = b.d.check("cuMemsetD8", call(b.d.cuMemsetD8, b.counters, 0, 4*maxCounters+8))
 	})
 	if err != nil {
 		return nil, err

@@ -155,7 +155,7 @@ func moduleOf(name string) int {
 		return 1
 	case strings.HasPrefix(name, "mmvq"), strings.HasPrefix(name, "mmv1_"), name == "quant_act":
 		return 2
-	case strings.HasPrefix(name, "attn_"), name == "kv_finish", name == "cache_store":
+	case strings.HasPrefix(name, "attn_"), strings.HasPrefix(name, "mla_"), name == "kv_finish", name == "cache_store":
 		return 3
 	}
 	return 0

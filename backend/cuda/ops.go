@@ -604,7 +604,7 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 		freqs = b.takeRope(qq, nope+rope, nope, rope)
 	}
 	b.reads(qq)
-	if b.attnDecode(d, qq, kbw, vbw, k, layer, scale, freqs, store) {
+	if b.mlaDecode(d, qq, kbw, vbw, k, layer, scale, freqs, store) || b.attnDecode(d, qq, kbw, vbw, k, layer, scale, freqs, store) {
 		return
 	}
 	if store != nil { // not consumed: kv_finish runs where it was recorded
@@ -705,6 +705,83 @@ func (b *Backend) attnDecode(d, q *tensor, kb, vb *weight, k *kvCache, layer int
 		b.rawKV = store // kv keeps the raw row: kv_finish runs if it is read
 	}
 	return true
+}
+
+// mlaDecode records a one-token attention as one mla_decode launch
+// (kernels/attention.cu): what attnDecode's kernel does, with every cache
+// row read once for all heads on tensor cores. It serves an f16 cache on
+// sm_80 and later, up to 32 heads, where attnDecode's kernel would; it
+// reports false, recording nothing, elsewhere, and before position
+// MLAFrom.
+func (b *Backend) mlaDecode(d, q *tensor, kb, vb *weight, k *kvCache, layer int, scale float32, freqs uintptr, store *pendingStore) bool {
+	nope, H, vdim := kb.dim(0), kb.dim(2), vb.dim(1)
+	if b.NoFusion || q.rows != 1 || b.maxPos+1 < b.MLAFrom || k.esize != 2 || b.info.Major < 8 || b.kvl%128 != 0 || k.width%32 != 0 || H > 32 ||
+		kb.typ != vb.typ || (kb.typ != quant.Q4_0 && kb.typ != quant.Q8_0) || nope%32 != 0 || nope > 1024 || b.kvl > 1024 {
+		return false
+	}
+	if store != nil && store.layer != layer {
+		return false
+	}
+	mt := ceilDiv(H, 16)
+	G, MR := b.info.SMs, 16*mt
+	buf, err := b.mlaScratch(G, MR, H, k.width)
+	if err != nil {
+		panic(fmt.Errorf("cuda: %w", err))
+	}
+	var kv, nw, kvFreqs uintptr
+	var eps float32
+	if store != nil {
+		kv, nw, kvFreqs, eps = store.kv, store.nw, store.freqs, store.eps
+	}
+	b.writes(d)
+	bytes := int64(H)*(int64(b.kvl)*kb.rowBytes+int64(vdim)*vb.rowBytes) + int64(b.maxPos+1)*int64(k.width)*k.esize
+	name := fmt.Sprintf("mla_decode%d_%s_%s", mt, deviceTypes[kb.typ], deviceTypes[vb.typ])
+	if b.rawKV != nil && store != nil { // an earlier raw row still unsettled (never, in the model's order)
+		b.settleKV(b.rawKV.span(), true)
+	}
+	b.recordStruct(name, grid1(G), [3]uint32{256, 1, 1}, bytes,
+		uint64(q.ptr), uint64(nope), uint64(freqs), uint64(kv), uint64(nw), uint64(kvFreqs), uint64(k.layer(layer)), uint64(b.posDev()),
+		uint64(H)|f32bits(scale)<<32, f32bits(eps), uint64(kb.ptr), uint64(kb.rowBytes), uint64(vb.ptr), uint64(vb.rowBytes), uint64(vdim),
+		uint64(buf.qh), uint64(buf.part), uint64(buf.ml), uint64(buf.olat), uint64(d.ptr), uint64(b.counters+4*maxCounters))
+	// kernels/attention.cu's layout: Q (hi, lo), two tiles and P (hi, lo) in
+	// f16; scores (two halves), corr, max, sum in float32
+	const tp = 32
+	qst, pst := k.width+8, tp+8
+	b.withShared(2*(2*MR*qst+2*tp*qst+2*MR*pst) + 4*(2*MR*tp+3*MR))
+	if store != nil {
+		b.rawKV = store // kv keeps the raw row: kv_finish runs if it is read
+	}
+	return true
+}
+
+// mlaBuffers is mla_decode's scratch, shared by every layer's launch: the
+// f16 queries, the splits' states, the merged latents.
+type mlaBuffers struct{ qh, part, ml, olat uintptr }
+
+// mlaScratch allocates mla_decode's scratch once, for G splits of MR query
+// rows of a cache row width wide.
+func (b *Backend) mlaScratch(G, MR, H, width int) (*mlaBuffers, error) {
+	if b.mla != nil {
+		return b.mla, nil
+	}
+	sizes := []int64{int64(2 * MR * width * 2), int64(G * MR * b.kvl * 4), int64(G * MR * 2 * 4), int64(H * b.kvl * 4)}
+	var total int64
+	for _, n := range sizes {
+		total += (n + 255) &^ 255
+	}
+	var p uintptr
+	var err error
+	b.run(func() { p, err = b.alloc(total, "attention scratch") })
+	if err != nil {
+		return nil, err
+	}
+	m := &mlaBuffers{}
+	for i, dst := range []*uintptr{&m.qh, &m.part, &m.ml, &m.olat} {
+		*dst = p
+		p += uintptr((sizes[i] + 255) &^ 255)
+	}
+	b.mla = m
+	return m, nil
 }
 
 func elementGrid(rows, cols int) [3]uint32 { return grid2(min(ceilDiv(cols, 256), 1024), rows) }

@@ -455,3 +455,403 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
 #define ATTN_DECODE_T_Q6_K
 #define ATTN_DECODE_IF(TY) ATTN_DECODE_##TY
 FAST_TYPES(ATTN_DECODE_IF)
+
+// ---- One token on tensor cores: mla_decode ----
+//
+// attn_decode gives every (head, split) its own block, so each head reads
+// the whole cache: at 4096 positions youtu's 16 heads read 75 MB a layer
+// from L2 where the cache is 4.7 MB, and the step grows 18%. mla_decode
+// reads each cache row once for all heads: the heads are the 16 rows of an
+// mma.m16n8k16 tile (f16 inputs, f32 sums), so a split's tile of positions
+// is scored and summed for every head at once. One launch, one block per
+// SM (all resident: the phases meet at grid barriers), in four phases:
+//   1. q_lat = k_b·q_nope, the rows of all heads shared among the blocks
+//      (summed as mmv1 sums them), written with q_pe, scaled by the softmax
+//      scale, as f16 pairs hi + lo (22 bits: near float32 scores, the
+//      cache's f16 rows being exact); one block normalises and rotates the
+//      token's own cache row and stores it (kv_finish's work).
+//   2. split s (of positions chunks of 64 or more) streams its rows through
+//      shared memory in tiles of MLA_TP (cp.async, two deep): each tile's
+//      scores S = Q·Kᵀ (warp: 8 positions, half the row), an online
+//      softmax per head, and O += P·V (warp: KV_LORA/8 latent columns),
+//      P as f16 hi + lo too: two mma where float32 would need one.
+//   3. the splits' states are merged into each head's latent (a warp per
+//      value, its lanes over the splits: no chain of loads).
+//   4. o[h] = v_b[h]·latent[h], the rows shared among the blocks.
+// The sums run in another order than the unfused kernels' (float32
+// throughout): the GPU tests bound the difference.
+
+#define MLA_TP 32                 // positions per tile
+#define MLA_QST (CACHE_W + 8)     // halves per row in shared memory: rows 16 B apart mod 128, no ldmatrix conflicts
+#define MLA_PST (MLA_TP + 8)      // halves per row of P
+#define MLA_MINCHUNK 64           // fewest positions a split takes
+
+// MD mirrors the Go side's mlaDecode struct (backend/cuda/ops.go).
+struct MD {
+    const float* q;        // [H][nope + rope]
+    i64 nope;
+    const float* qfreqs;   // q_pe's RoPE, or null
+    float* kv;             // the token's [latent | k_pe], before norm and RoPE, or null
+    const float* kvnw;     // the latent's norm weight, or null
+    const float* kvfreqs;  // k_pe's RoPE, or null
+    cache_t* layer;
+    const int* pos;
+    int H;
+    float scale, kveps;
+    const u8* kb;          // k_b: rows h·KV_LORA + i of nope values
+    i64 kbRow;
+    const u8* vb;          // v_b: rows h·vdim + i of KV_LORA values
+    i64 vbRow, vdim;
+    u16* qh;               // [2][16·MT][CACHE_W] f16 queries hi, lo (rows past H zero)
+    float* part;           // [G][16·MT][KV_LORA] the splits' unnormalised latents
+    float* ml;             // [G][16·MT][2] the splits' (max, sum)
+    float* olat;           // [H][KV_LORA] merged latents
+    float* out;            // [H][vdim]
+    unsigned* bar;         // arrivals, exits: zero between launches
+};
+
+// Tensor-core code: compiled for sm_80 and later only.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+
+// grid_sync waits until every block of the grid has arrived at barrier
+// number k (1, 2, ...): the blocks' writes before it are visible after it.
+__device__ __forceinline__ void grid_sync(unsigned* bar, unsigned k) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(bar, 1u);
+        const unsigned want = k * gridDim.x;
+        unsigned v;
+        for (;;) {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
+            if (v >= want) break;
+            __nanosleep(20);
+        }
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
+    const u32 d = (u32)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+__device__ __forceinline__ void ldsm_x4(u32* r, const void* p) {
+    const u32 a = (u32)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__device__ __forceinline__ void ldsm_x4_t(u32* r, const void* p) {
+    const u32 a = (u32)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+// mma16816 is c += a·b for a 16×16 f16 tile a (row-major) and a 16×8 tile
+// b (column-major), f32 sums.
+__device__ __forceinline__ void mma16816(float* c, const u32* a, u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// split_f16 stores v as the f16 pair hi (at d) + lo (at d + lo).
+__device__ __forceinline__ void split_f16(float v, u16* d, i64 lo) {
+    const u16 hi = f2h(v);
+    d[0] = hi;
+    d[lo] = f2h(v - h2f(hi));
+}
+
+// mla_rows sets out[i] = row (r0 + i) of w · x for rows [r0, r1) of H heads'
+// stacked matrices (n rows a head, each nb Q8_0-sized blocks): per head,
+// x_h (at x + h·xs, K values) is rounded to Q8_0 blocks in shared memory
+// and the rows are summed as mmv1 sums them (rows_dot). Without out, the
+// sums times mul go to hout + h·hs as f16 pairs (split_f16); tmp holds n
+// floats.
+template <int TY>
+__device__ void mla_rows(const u8* w, i64 rowBytes, int n, int nb, const float* x, i64 xs, int K, i64 r0, i64 r1, float* out,
+                         float mul, u16* hout, i64 hs, i64 hlo, i8* sq, float* sd, int* sa, float* red, float* tmp) {
+    for (i64 a = r0; a < r1;) {
+        const int h = (int)(a / n), i0 = (int)(a - (i64)h * n);
+        const int i1 = (int)min((i64)n, r1 - (i64)h * n);
+        __syncthreads();
+        round_row_q8(x + (i64)h * xs, K, nullptr, 0.f, sq, sd, sa, red);
+        __syncthreads();
+        const int lpr = lanes_for(nb), rstep = ATT_WARPS * (32 / lpr);
+        rows_dot<TY>(w + ((i64)h * n + i0) * rowBytes, rowBytes, i1 - i0, nb, 0, (i1 - i0 + rstep - 1) / rstep, sq, sd, sa,
+                     out ? out + (i64)h * n + i0 : tmp);
+        if (hout) {
+            __syncthreads();
+            for (int i = threadIdx.x; i < i1 - i0; i += blockDim.x) split_f16(tmp[i] * mul, hout + (i64)h * hs + i0 + i, hlo);
+        }
+        a = (i64)h * n + i1;
+    }
+}
+
+template <int TK, int TV, int MT>
+__device__ __forceinline__ void mla_decode_impl(const MD& p) {
+    // KS k-steps of 16 columns a row, split at KMID between two warps (both even)
+    constexpr int MR = 16 * MT, KS = CACHE_W / 16, KMID = (KS / 2) & ~1, DW = KV_LORA / ATT_WARPS, NT = DW / 8;
+    extern __shared__ __align__(16) u8 smem[];
+    u16* qs = (u16*)smem;                        // [2][MR][MLA_QST] hi, lo
+    u16* tile = qs + 2 * MR * MLA_QST;           // [2][MLA_TP][MLA_QST]
+    u16* pm = tile + 2 * MLA_TP * MLA_QST;       // [2][MR][MLA_PST] hi, lo
+    float* sc = (float*)(pm + 2 * MR * MLA_PST); // [2][MR][MLA_TP]
+    float* corr = sc + 2 * MR * MLA_TP;      // [MR]
+    float* mrow = corr + MR;                 // [MR]
+    float* lrow = mrow + MR;                 // [MR]
+    __shared__ __align__(16) i8 sq[KV_LORA > 1024 ? KV_LORA : 1024];
+    __shared__ float sd[KV_LORA / 32 > 32 ? KV_LORA / 32 : 32], red[32];
+    __shared__ int sa[KV_LORA / 32 > 32 ? KV_LORA / 32 : 32];
+    __shared__ __align__(16) float tmp[KV_LORA > 1024 ? KV_LORA : 1024];
+    __shared__ float ws[1024];
+    const int G = gridDim.x, b = blockIdx.x, H = p.H;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+    const int nope = (int)p.nope, vdim = (int)p.vdim, qw = nope + CACHE_W - KV_LORA;
+    const i64 RQ = (i64)H * KV_LORA, RV = (i64)H * vdim;
+    const i64 q0 = RQ * b / G, q1 = RQ * (b + 1) / G, v0 = RV * b / G, v1 = RV * (b + 1) / G;
+
+    // Before waiting for the kernel before: this block's k_b and v_b rows into L2.
+    for (i64 o = q0 * p.kbRow + 128 * threadIdx.x; o < q1 * p.kbRow; o += 128 * blockDim.x)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p.kb + o));
+    for (i64 o = v0 * p.vbRow + 128 * threadIdx.x; o < v1 * p.vbRow; o += 128 * blockDim.x)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p.vb + o));
+    pdl_entry();
+    const int pos = p.pos[0], n = pos + 1;
+
+    // 1. the queries: q_lat rows, q_pe, zero rows past H, the own cache row
+    const i64 QLO = (i64)MR * CACHE_W;  // the lo halves' offset in qh
+    mla_rows<TK>(p.kb, p.kbRow, KV_LORA, nope / 32, p.q, qw, nope, q0, q1, nullptr, p.scale, p.qh, CACHE_W, QLO, sq, sd, sa, red, tmp);
+    for (int h = b; h < MR; h += G) {
+        u16* qr = p.qh + (i64)h * CACHE_W;
+        if (h >= H) {
+            for (int i = threadIdx.x; i < CACHE_W; i += blockDim.x) qr[i] = qr[QLO + i] = 0;
+            continue;
+        }
+        const float* v = p.q + (i64)h * qw + nope;
+        for (int k = threadIdx.x; k < (CACHE_W - KV_LORA) / 2; k += blockDim.x) {
+            float a = v[2 * k], c = v[2 * k + 1];
+            if (p.qfreqs) rope_pair(a, c, pos, p.qfreqs[k]);
+            split_f16(a * p.scale, qr + KV_LORA + 2 * k, QLO);
+            split_f16(c * p.scale, qr + KV_LORA + 2 * k + 1, QLO);
+        }
+    }
+    if (p.kv && b == G - 1) {
+        __syncthreads();
+        float kvscale = 1.f;
+        const float* x = p.kv;
+        if (p.kvnw) {
+            float mean = row_sumsq(x, KV_LORA, red) / (float)KV_LORA;
+            kvscale = 1.f / sqrtf(mean + p.kveps);
+        }
+        cache_t* row = p.layer + (i64)pos * CACHE_W;
+        for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) row[i] = cstore(p.kvnw ? (x[i] * kvscale) * p.kvnw[i] : x[i]);
+        for (int k = threadIdx.x; k < (CACHE_W - KV_LORA) / 2; k += blockDim.x) {
+            float a = x[KV_LORA + 2 * k], c = x[KV_LORA + 2 * k + 1];
+            if (p.kvfreqs) rope_pair(a, c, pos, p.kvfreqs[k]);
+            row[KV_LORA + 2 * k] = cstore(a);
+            row[KV_LORA + 2 * k + 1] = cstore(c);
+        }
+    }
+    grid_sync(p.bar, 1);
+
+    // 2. split b: positions [p0, p1) in tiles
+    int chunk = (n + G - 1) / G;
+    chunk = max(MLA_MINCHUNK, (chunk + MLA_TP - 1) / MLA_TP * MLA_TP);
+    const int S = (n + chunk - 1) / chunk;
+    if (b < S) {
+        const int p0 = b * chunk, p1 = min(n, p0 + chunk);
+        constexpr int RC = CACHE_W / 8;  // 16-byte pieces of a row
+        for (int i = threadIdx.x; i < 2 * MR * RC; i += blockDim.x)
+            cp_async16(qs + (i / RC) * MLA_QST + 8 * (i % RC), p.qh + (i64)(i / RC) * CACHE_W + 8 * (i % RC), true);
+        auto fetch = [&](int tb, int buf) {
+            u16* dst = tile + buf * MLA_TP * MLA_QST;
+            for (int i = threadIdx.x; i < MLA_TP * RC; i += blockDim.x) {
+                const int r = i / RC, c = i % RC, pp = tb + r;
+                cp_async16(dst + r * MLA_QST + 8 * c, p.layer + (i64)(pp < p1 ? pp : p0) * CACHE_W + 8 * c, pp < p1);
+            }
+        };
+        fetch(p0, 0);
+        cp_async_commit();
+        for (int r = threadIdx.x; r < MR; r += blockDim.x) mrow[r] = -INFINITY, lrow[r] = 0.f;
+        float o[MT][NT][4];
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int j = 0; j < NT; j++) o[m][j][0] = o[m][j][1] = o[m][j][2] = o[m][j][3] = 0.f;
+        int buf = 0;
+        for (int tb = p0; tb < p1; tb += MLA_TP, buf ^= 1) {
+            if (tb + MLA_TP < p1) fetch(tb + MLA_TP, buf ^ 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+            __syncthreads();
+            const u16* kt = tile + buf * MLA_TP * MLA_QST;
+            // scores: warp → positions 8·(warp&3).., columns of half (warp>>2) of the row
+            {
+                const int nt = warp & 3, kh = warp >> 2;
+#pragma unroll
+                for (int m = 0; m < MT; m++) {
+                    // four sums (Q's hi and lo rows, even and odd k-steps): chains of
+                    // dependent mma a quarter as long
+                    float cc[4][4] = {};
+#pragma unroll 3
+                    for (int ks = kh ? KMID : 0; ks < (kh ? KS : KMID); ks += 2) {
+                        // B: rows 8·nt.. of the tile, columns 16·ks + 8·(lane>>3)
+                        u32 bb[4];
+                        ldsm_x4(bb, kt + (nt * 8 + (lane & 7)) * MLA_QST + ks * 16 + (lane >> 3) * 8);
+#pragma unroll
+                        for (int hl = 0; hl < 2; hl++) {
+                            const u16* qa = qs + (hl * MR + m * 16 + (lane & 15)) * MLA_QST + (lane >> 4) * 8;
+                            u32 a0[4], a1[4];
+                            ldsm_x4(a0, qa + ks * 16);
+                            ldsm_x4(a1, qa + (ks + 1) * 16);
+                            mma16816(cc[2 * hl], a0, bb[0], bb[1]);
+                            mma16816(cc[2 * hl + 1], a1, bb[2], bb[3]);
+                        }
+                    }
+                    float c[4];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) c[i] = (cc[0][i] + cc[1][i]) + (cc[2][i] + cc[3][i]);
+                    float* s = sc + (kh * MR + m * 16) * MLA_TP + nt * 8 + 2 * t4;
+                    s[g * MLA_TP] = c[0];
+                    s[g * MLA_TP + 1] = c[1];
+                    s[(g + 8) * MLA_TP] = c[2];
+                    s[(g + 8) * MLA_TP + 1] = c[3];
+                }
+            }
+            __syncthreads();
+            // online softmax: warp → rows warp, warp + 8, ...; lane → position
+            for (int r = warp; r < MR; r += ATT_WARPS) {
+                const bool ok = r < H && tb + lane < p1;
+                const float v = ok ? sc[r * MLA_TP + lane] + sc[(MR + r) * MLA_TP + lane] : -INFINITY;
+                const float mo = mrow[r], mn = fmaxf(mo, warp_max(v));
+                const float cf = mn == -INFINITY ? 1.f : expf(mo - mn);
+                const float e = ok ? expf(v - mn) : 0.f;
+                const float se = warp_sum(e);
+                split_f16(e, pm + r * MLA_PST + lane, MR * MLA_PST);
+                if (lane == 0) {
+                    corr[r] = cf;
+                    mrow[r] = mn;
+                    lrow[r] = lrow[r] * cf + se;
+                }
+            }
+            __syncthreads();
+            // O += P·V: warp → latent columns [DW·warp, DW·warp + DW)
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                const float c0 = corr[m * 16 + g], c1 = corr[m * 16 + g + 8];
+#pragma unroll
+                for (int j = 0; j < NT; j++) o[m][j][0] *= c0, o[m][j][1] *= c0, o[m][j][2] *= c1, o[m][j][3] *= c1;
+#pragma unroll
+                for (int ks = 0; ks < MLA_TP / 16; ks++) {
+                    u32 a[2][4];  // P's hi, lo
+#pragma unroll
+                    for (int hl = 0; hl < 2; hl++) ldsm_x4(a[hl], pm + (hl * MR + m * 16 + (lane & 15)) * MLA_PST + ks * 16 + (lane >> 4) * 8);
+#pragma unroll
+                    for (int j = 0; j < NT; j += 2) {
+                        u32 bb[4];  // matrices: (k lo, n lo), (k hi, n lo), (k lo, n hi), (k hi, n hi)
+                        const int mi = lane >> 3;
+                        ldsm_x4_t(bb, kt + (ks * 16 + (lane & 7) + (mi & 1) * 8) * MLA_QST + warp * DW + j * 8 + (mi >> 1) * 8);
+#pragma unroll
+                        for (int hl = 0; hl < 2; hl++) {
+                            mma16816(o[m][j], a[hl], bb[0], bb[1]);
+                            mma16816(o[m][j + 1], a[hl], bb[2], bb[3]);
+                        }
+                    }
+                }
+            }
+            __syncthreads();
+        }
+        // the split's state: rows past H are never read
+        float* pb = p.part + (i64)b * MR * KV_LORA;
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                const int col = warp * DW + j * 8 + 2 * t4, r = m * 16 + g;
+                *(float2*)(pb + (i64)r * KV_LORA + col) = make_float2(o[m][j][0], o[m][j][1]);
+                *(float2*)(pb + (i64)(r + 8) * KV_LORA + col) = make_float2(o[m][j][2], o[m][j][3]);
+            }
+        for (int r = threadIdx.x; r < MR; r += blockDim.x) {
+            p.ml[((i64)b * MR + r) * 2] = mrow[r];
+            p.ml[((i64)b * MR + r) * 2 + 1] = lrow[r];
+        }
+    }
+    grid_sync(p.bar, 2);
+
+    // 3. merge: this block's share of the H·KV_LORA latent values
+    {
+        const i64 e0 = RQ * b / G, e1 = RQ * (b + 1) / G;
+        for (i64 a = e0; a < e1;) {
+            const int h = (int)(a / KV_LORA), j0 = (int)(a - (i64)h * KV_LORA), j1 = (int)min((i64)KV_LORA, e1 - (i64)h * KV_LORA);
+            __syncthreads();
+            if (warp == 0) {
+                float M = -INFINITY;
+                for (int s = lane; s < S; s += 32) M = fmaxf(M, __ldcg(p.ml + ((i64)s * MR + h) * 2));
+                M = warp_max(M);
+                float L = 0.f;
+                for (int s = lane; s < S; s += 32) {
+                    const float ms = __ldcg(p.ml + ((i64)s * MR + h) * 2);
+                    const float f = ms == -INFINITY ? 0.f : expf(ms - M);
+                    ws[s] = f;
+                    L += __ldcg(p.ml + ((i64)s * MR + h) * 2 + 1) * f;
+                }
+                L = warp_sum(L);
+                for (int s = lane; s < S; s += 32) ws[s] /= L;
+            }
+            __syncthreads();
+            for (int j = j0 + warp; j < j1; j += ATT_WARPS) {
+                float acc = 0.f;
+                for (int s = lane; s < S; s += 32) acc += __ldcg(p.part + ((i64)s * MR + h) * KV_LORA + j) * ws[s];
+                acc = warp_sum(acc);
+                if (lane == 0) p.olat[(i64)h * KV_LORA + j] = acc;
+            }
+            a = (i64)h * KV_LORA + j1;
+        }
+    }
+    grid_sync(p.bar, 3);
+
+    // 4. o = v_b·latent, this block's rows; the latents it needs copied past L1
+    for (i64 a = v0; a < v1;) {
+        const int h = (int)(a / vdim);
+        __syncthreads();
+        for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) tmp[i] = __ldcg(p.olat + (i64)h * KV_LORA + i);
+        const i64 end = min(v1, (i64)(h + 1) * vdim);
+        mla_rows<TV>(p.vb, p.vbRow, vdim, KV_LORA / 32, tmp, 0, KV_LORA, a, end, p.out, 1.f, nullptr, 0, 0, sq, sd, sa, red, nullptr);
+        a = end;
+    }
+    // the last block out resets the barrier for the next launch
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd(p.bar + 1, 1u) == (unsigned)G - 1) {
+            p.bar[0] = 0;
+            p.bar[1] = 0;
+        }
+    }
+}
+
+#endif
+
+// (The Go side launches it on sm_80 and later only, whose mma, ldmatrix and
+// cp.async it uses; the kernels exist for every architecture, empty before.)
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define MLA_BODY(TK, TV, MT) mla_decode_impl<TK, TV, MT>(p);
+#else
+#define MLA_BODY(TK, TV, MT)
+#endif
+#if CACHE_HALF && KV_LORA % 128 == 0 && CACHE_W % 32 == 0
+#define MLA_DECODE(TK, TV, NAME)                                                                                               \
+    extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32, 1) mla_decode1##NAME(MD p) { MLA_BODY(TK, TV, 1) } \
+    extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32, 1) mla_decode2##NAME(MD p) { MLA_BODY(TK, TV, 2) }
+#else
+#define MLA_DECODE(TK, TV, NAME)
+#endif
+#define MLA_DECODE_T_Q4_0 MLA_DECODE(T_Q4_0, T_Q4_0, _T_Q4_0_T_Q4_0)
+#define MLA_DECODE_T_Q8_0 MLA_DECODE(T_Q8_0, T_Q8_0, _T_Q8_0_T_Q8_0)
+#define MLA_DECODE_T_Q4_K
+#define MLA_DECODE_T_Q5_K
+#define MLA_DECODE_T_Q6_K
+#define MLA_DECODE_IF(TY) MLA_DECODE_##TY
+FAST_TYPES(MLA_DECODE_IF)
