@@ -73,7 +73,7 @@ type Backend struct {
 
 	bigShared map[uintptr]int // kernels whose dynamic shared memory limit was raised
 	counters  uintptr         // zeroed per-token counters for last-block-done kernels, then mla_decode's grid barrier
-	mla       *mlaBuffers     // mla_decode's scratch (one allocation from qh), made at its first use
+	mla       *mlaBuffers     // mla_decode's scratch (one allocation from qh), made at load where it serves
 
 	graphs   map[uint64]uintptr
 	NoGraphs bool // launch every kernel directly (for tests and profiling)
@@ -431,6 +431,9 @@ func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
 	b.kv = k
 	b.kvl = b.latentWidth()
 	if err := b.compile(); err != nil {
+		return nil, err
+	}
+	if err := b.allocMLA(); err != nil {
 		return nil, err
 	}
 	return k, nil

@@ -29,6 +29,7 @@ type driver struct {
 	cuGraphInstantiate, cuGraphLaunch, cuGraphExecDestroy, cuGraphDestroy         uintptr
 	cuEventCreate, cuEventRecord, cuEventSynchronize, cuEventElapsedTime          uintptr
 	cuEventDestroy, cuGetErrorString, cuModuleUnload                              uintptr
+	cuOccupancyMaxActiveBlocksPerMultiprocessor                                   uintptr
 	cuLaunchKernelEx                                                              uintptr // optional (CUDA 12): programmatic dependent launch
 }
 
@@ -90,6 +91,7 @@ func openDriver() (*driver, error) {
 		{&d.cuEventCreate, "cuEventCreate"}, {&d.cuEventRecord, "cuEventRecord"},
 		{&d.cuEventSynchronize, "cuEventSynchronize"}, {&d.cuEventElapsedTime, "cuEventElapsedTime"},
 		{&d.cuEventDestroy, "cuEventDestroy_v2"}, {&d.cuGetErrorString, "cuGetErrorString"},
+		{&d.cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor"},
 	}
 	if missing := bind(lib, syms); missing != "" {
 		return nil, fmt.Errorf("%w: libcuda has no %s (driver too old: install a driver for CUDA 12 or newer)", ErrNoDevice, missing)

@@ -245,13 +245,19 @@ func (b *Backend) withShared(n int) { b.withSharedAt(len(b.launches)-1, n) }
 func (b *Backend) withSharedAt(i, n int) {
 	l := &b.launches[i]
 	l.shmem = uint32(n)
-	if n > 48<<10 && b.bigShared[l.fn] < n {
+	b.raiseShared(l.name, l.fn, n)
+}
+
+// raiseShared lifts kernel fn's limit of dynamic shared memory to n bytes
+// where n is past the default 48 KiB.
+func (b *Backend) raiseShared(name string, fn uintptr, n int) {
+	if n > 48<<10 && b.bigShared[fn] < n {
 		var err error
-		b.run(func() { err = b.d.check("cuFuncSetAttribute", call(b.d.cuFuncSetAttribute, l.fn, 8, uintptr(n))) })
+		b.run(func() { err = b.d.check("cuFuncSetAttribute", call(b.d.cuFuncSetAttribute, fn, 8, uintptr(n))) })
 		if err != nil {
-			panic(fmt.Errorf("cuda: %s needs %d bytes of shared memory: %w", l.name, n, err))
+			panic(fmt.Errorf("cuda: %s needs %d bytes of shared memory: %w", name, n, err))
 		}
-		b.bigShared[l.fn] = n
+		b.bigShared[fn] = n
 	}
 }
 

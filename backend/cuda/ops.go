@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/latent-ai/latent/backend"
 	"github.com/latent-ai/latent/quant"
@@ -709,24 +710,23 @@ func (b *Backend) attnDecode(d, q *tensor, kb, vb *weight, k *kvCache, layer int
 
 // mlaDecode records a one-token attention as one mla_decode launch
 // (kernels/attention.cu): what attnDecode's kernel does, with every cache
-// row read once for all heads on tensor cores. It serves an f16 cache on
-// sm_80 and later, up to 32 heads, where attnDecode's kernel would; it
-// reports false, recording nothing, elsewhere, and before position
-// MLAFrom.
+// row read once for all heads on tensor cores. It serves from position
+// MLAFrom on where its scratch was made at load (allocMLA: an f16 cache on
+// sm_80 and later, up to 32 heads) and its grid fits on the GPU at once; it
+// reports false, recording nothing, elsewhere.
 func (b *Backend) mlaDecode(d, q *tensor, kb, vb *weight, k *kvCache, layer int, scale float32, freqs uintptr, store *pendingStore) bool {
+	m := b.mla
 	nope, H, vdim := kb.dim(0), kb.dim(2), vb.dim(1)
-	if b.NoFusion || q.rows != 1 || b.maxPos+1 < b.MLAFrom || k.esize != 2 || b.info.Major < 8 || b.kvl%128 != 0 || k.width%32 != 0 || H > 32 ||
-		kb.typ != vb.typ || (kb.typ != quant.Q4_0 && kb.typ != quant.Q8_0) || nope%32 != 0 || nope > 1024 || b.kvl > 1024 {
+	if b.NoFusion || q.rows != 1 || b.maxPos+1 < b.MLAFrom || m == nil || H > m.heads || vdim > m.vdim ||
+		kb.typ != vb.typ || (kb.typ != quant.Q4_0 && kb.typ != quant.Q8_0) || nope%32 != 0 || nope > 1024 {
 		return false
 	}
 	if store != nil && store.layer != layer {
 		return false
 	}
-	mt := ceilDiv(H, 16)
-	G, MR := b.info.SMs, 16*mt
-	buf, err := b.mlaScratch(G, MR, H, k.width)
-	if err != nil {
-		panic(fmt.Errorf("cuda: %w", err))
+	name := fmt.Sprintf("mla_decode%d_%s_%s", m.mr/16, deviceTypes[kb.typ], deviceTypes[vb.typ])
+	if !b.mlaResident(name) {
+		return false
 	}
 	var kv, nw, kvFreqs uintptr
 	var eps float32
@@ -735,53 +735,104 @@ func (b *Backend) mlaDecode(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 	}
 	b.writes(d)
 	bytes := int64(H)*(int64(b.kvl)*kb.rowBytes+int64(vdim)*vb.rowBytes) + int64(b.maxPos+1)*int64(k.width)*k.esize
-	name := fmt.Sprintf("mla_decode%d_%s_%s", mt, deviceTypes[kb.typ], deviceTypes[vb.typ])
 	if b.rawKV != nil && store != nil { // an earlier raw row still unsettled (never, in the model's order)
 		b.settleKV(b.rawKV.span(), true)
 	}
-	b.recordStruct(name, grid1(G), [3]uint32{256, 1, 1}, bytes,
+	b.recordStruct(name, grid1(m.grid), [3]uint32{256, 1, 1}, bytes,
 		uint64(q.ptr), uint64(nope), uint64(freqs), uint64(kv), uint64(nw), uint64(kvFreqs), uint64(k.layer(layer)), uint64(b.posDev()),
 		uint64(H)|f32bits(scale)<<32, f32bits(eps), uint64(kb.ptr), uint64(kb.rowBytes), uint64(vb.ptr), uint64(vb.rowBytes), uint64(vdim),
-		uint64(buf.qh), uint64(buf.part), uint64(buf.ml), uint64(buf.olat), uint64(d.ptr), uint64(b.counters+4*maxCounters))
-	// kernels/attention.cu's layout: Q (hi, lo), two tiles and P (hi, lo) in
-	// f16; scores (two halves), corr, max, sum in float32
-	const tp = 32
-	qst, pst := k.width+8, tp+8
-	b.withShared(2*(2*MR*qst+2*tp*qst+2*MR*pst) + 4*(2*MR*tp+3*MR))
+		uint64(m.qh), uint64(m.part), uint64(m.ml), uint64(m.olat), uint64(d.ptr), uint64(b.counters+4*maxCounters))
+	b.withShared(m.shared)
 	if store != nil {
 		b.rawKV = store // kv keeps the raw row: kv_finish runs if it is read
 	}
 	return true
 }
 
-// mlaBuffers is mla_decode's scratch, shared by every layer's launch: the
-// f16 queries, the splits' states, the merged latents.
-type mlaBuffers struct{ qh, part, ml, olat uintptr }
+// mlaBuffers is mla_decode's scratch, made at load and shared by every
+// layer's launch (one runs at a time): the f16 queries, the splits' states,
+// the merged latents; and the kernel's launch shape.
+type mlaBuffers struct {
+	grid, mr    int // blocks (one per SM: the grid barriers need all resident); query rows, 16·⌈heads/16⌉
+	heads, vdim int
+	shared      int // dynamic shared memory bytes
+	qh, part    uintptr
+	ml, olat    uintptr
+	resident    map[string]bool
+}
 
-// mlaScratch allocates mla_decode's scratch once, for G splits of MR query
-// rows of a cache row width wide.
-func (b *Backend) mlaScratch(G, MR, H, width int) (*mlaBuffers, error) {
-	if b.mla != nil {
-		return b.mla, nil
+// mlaStatic bounds mla_decode's static shared memory (kernels/attention.cu).
+const mlaStatic = 12 << 10
+
+// allocMLA makes mla_decode's scratch where the model and the device allow
+// the kernel: an f16 cache, sm_80 or later, a latent a multiple of 128 wide,
+// up to 32 heads, and shared memory for its tiles. It runs once the cache
+// and the weights are on the device.
+func (b *Backend) allocMLA() error {
+	H, vdim := 0, 0
+	for _, w := range b.weights {
+		if len(w.dims) == 3 && strings.HasSuffix(w.name, "attn_k_b.weight") {
+			H = max(H, w.dim(2))
+		}
+		if len(w.dims) == 3 && strings.HasSuffix(w.name, "attn_v_b.weight") {
+			vdim = max(vdim, w.dim(1))
+		}
 	}
-	sizes := []int64{int64(2 * MR * width * 2), int64(G * MR * b.kvl * 4), int64(G * MR * 2 * 4), int64(H * b.kvl * 4)}
+	if b.kv.esize != 2 || b.info.Major < 8 || b.kvl%128 != 0 || b.kvl > 1024 || b.kv.width%32 != 0 || H == 0 || H > 32 || vdim == 0 {
+		return nil
+	}
+	mr, G, width := 16*ceilDiv(H, 16), b.info.SMs, b.kv.width
+	// kernels/attention.cu's layout: Q (hi, lo), two tiles and P (hi, lo) in
+	// f16; scores (two halves), corr, max, sum in float32
+	const tp = 32
+	qst, pst := width+8, tp+8
+	shared := 2*(2*mr*qst+2*tp*qst+2*mr*pst) + 4*(2*mr*tp+3*mr)
+	if shared+mlaStatic > b.info.SharedPerBlockMax {
+		return nil
+	}
+	sizes := []int64{int64(2 * mr * width * 2), int64(G * mr * b.kvl * 4), int64(G * mr * 2 * 4), int64(H * b.kvl * 4)}
 	var total int64
 	for _, n := range sizes {
 		total += (n + 255) &^ 255
 	}
 	var p uintptr
 	var err error
-	b.run(func() { p, err = b.alloc(total, "attention scratch") })
+	b.run(func() {
+		if b.mla != nil { // a cache made again
+			call(b.d.cuMemFree, b.mla.qh)
+			b.mla = nil
+		}
+		p, err = b.alloc(total, "attention scratch")
+	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	m := &mlaBuffers{}
+	m := &mlaBuffers{grid: G, mr: mr, heads: H, vdim: vdim, shared: shared, resident: map[string]bool{}}
 	for i, dst := range []*uintptr{&m.qh, &m.part, &m.ml, &m.olat} {
 		*dst = p
 		p += uintptr((sizes[i] + 255) &^ 255)
 	}
 	b.mla = m
-	return m, nil
+	return nil
+}
+
+// mlaResident reports whether a block of kernel name fits on every SM at
+// once beside nothing else (its grid barriers wait for all its blocks).
+func (b *Backend) mlaResident(name string) bool {
+	m := b.mla
+	if ok, seen := m.resident[name]; seen {
+		return ok
+	}
+	fn := b.function(name)
+	b.raiseShared(name, fn, m.shared)
+	var n int32
+	var err error
+	b.run(func() {
+		err = b.d.check("cuOccupancyMaxActiveBlocksPerMultiprocessor",
+			call(b.d.cuOccupancyMaxActiveBlocksPerMultiprocessor, uintptr(unsafe.Pointer(&n)), fn, 256, uintptr(m.shared)))
+	})
+	m.resident[name] = err == nil && n >= 1
+	return m.resident[name]
 }
 
 func elementGrid(rows, cols int) [3]uint32 { return grid2(min(ceilDiv(cols, 256), 1024), rows) }

@@ -518,15 +518,13 @@ struct MD {
 __device__ __forceinline__ void grid_sync(unsigned* bar, unsigned k) {
     __syncthreads();
     if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(bar, 1u);
+        // release: the block's writes (ordered before by the barrier above)
+        // are visible to whoever acquires the count
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar) : "memory");
         const unsigned want = k * gridDim.x;
         unsigned v;
-        for (;;) {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
-            if (v >= want) break;
-            __nanosleep(20);
-        }
+        do asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
+        while (v < want);
     }
     __syncthreads();
 }
@@ -563,12 +561,11 @@ __device__ __forceinline__ void split_f16(float v, u16* d, i64 lo) {
     d[lo] = f2h(v - h2f(hi));
 }
 
-// mla_rows sets out[i] = row (r0 + i) of w · x for rows [r0, r1) of H heads'
-// stacked matrices (n rows a head, each nb Q8_0-sized blocks): per head,
-// x_h (at x + h·xs, K values) is rounded to Q8_0 blocks in shared memory
-// and the rows are summed as mmv1 sums them (rows_dot). Without out, the
-// sums times mul go to hout + h·hs as f16 pairs (split_f16); tmp holds n
-// floats.
+// mla_rows computes rows [r0, r1) of H heads' stacked matrices w (n rows a
+// head, each nb Q8_0-sized blocks) times x_h (at x + h·xs, K values, rounded
+// to Q8_0 blocks in shared memory), summed as mmv1 sums them (rows_dot).
+// Row r = h·n + i goes to out[r]; without out, times mul, to hout[h·hs + i]
+// as an f16 pair (split_f16), through tmp (n floats).
 template <int TY>
 __device__ void mla_rows(const u8* w, i64 rowBytes, int n, int nb, const float* x, i64 xs, int K, i64 r0, i64 r1, float* out,
                          float mul, u16* hout, i64 hs, i64 hlo, i8* sq, float* sd, int* sa, float* red, float* tmp) {
