@@ -102,11 +102,12 @@ var (
 )
 
 // mlaFrom is MLAFrom's default: where mla_decode overtakes attn_decode.
-// Measured on the H200 (BENCHMARKS.md): youtu decodes 572 → 493 tok/s with
-// it at an empty context, 464 → 455 at 4096, 390 → 426 at 8192 and
-// 292 → 399 at 16384; glm 246 → 223, 208 → 208, 181 → 198, 141 → 183.
-// The lines cross at about 4.7k positions (youtu) and 4.1k (glm).
-const mlaFrom = 4608
+// Measured on the H200 (BENCHMARKS.md, decode tok/s at 0/2048/4096
+// positions): youtu 570.6/510.9/464.2 with attn_decode, 519.0/506.5/497.3
+// with mla_decode; deepseek 438.0/407.4/381.7 and 412.1/406.5/401.9; glm
+// 243.8/223.0/207.4 and 230.2/224.5/221.8. The lines cross at about 2.2k
+// positions (youtu, deepseek) and below 2k (glm).
+const mlaFrom = 2304
 
 // DeviceInfo describes the GPU.
 type DeviceInfo struct {

@@ -781,7 +781,8 @@ func (b *Backend) allocMLA() error {
 	if b.kv.esize != 2 || b.info.Major < 8 || b.kvl%128 != 0 || b.kvl > 1024 || b.kv.width%32 != 0 || H == 0 || H > 32 || vdim == 0 {
 		return nil
 	}
-	mr, G, width := 16*ceilDiv(H, 16), b.info.SMs, b.kv.width
+	// a block per SM, at most 256 (the merge gives each split a thread)
+	mr, G, width := 16*ceilDiv(H, 16), min(b.info.SMs, 256), b.kv.width
 	// kernels/attention.cu's layout: Q (hi, lo), two tiles and P (hi, lo) in
 	// f16; scores (two halves), corr, max, sum in float32
 	const tp = 32

@@ -475,8 +475,8 @@ FAST_TYPES(ATTN_DECODE_IF)
 //      scores S = Q·Kᵀ (warp: 8 positions, half the row), an online
 //      softmax per head, and O += P·V (warp: KV_LORA/8 latent columns),
 //      P as f16 hi + lo too: two mma where float32 would need one.
-//   3. the splits' states are merged into each head's latent (a warp per
-//      value, its lanes over the splits: no chain of loads).
+//   3. the splits' states are merged into each head's latent (threads over
+//      values and groups of splits: no chain of loads).
 //   4. o[h] = v_b[h]·latent[h], the rows shared among the blocks.
 // The sums run in another order than the unfused kernels' (float32
 // throughout): the GPU tests bound the difference.
@@ -777,32 +777,40 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     }
     grid_sync(p.bar, 2);
 
-    // 3. merge: this block's share of the H·KV_LORA latent values
+    // 3. merge: this block's share of the H·KV_LORA latent values. Per head,
+    // thread s < S loads split s's (max, sum) and the block reduces them to
+    // the splits' weights; then thread t sums value t % 64 over the splits
+    // t / 64, t / 64 + 4, ... (its loads all in flight, each warp's a
+    // coalesced 128 bytes), and the four groups are added in shared memory.
     {
+        float* part4 = tmp;  // [4][64]
         const i64 e0 = RQ * b / G, e1 = RQ * (b + 1) / G;
         for (i64 a = e0; a < e1;) {
             const int h = (int)(a / KV_LORA), j0 = (int)(a - (i64)h * KV_LORA), j1 = (int)min((i64)KV_LORA, e1 - (i64)h * KV_LORA);
+            const int t = threadIdx.x;
+            const float ms = t < S ? __ldcg(p.ml + ((i64)t * MR + h) * 2) : -INFINITY;
+            const float ls = t < S ? __ldcg(p.ml + ((i64)t * MR + h) * 2 + 1) : 0.f;
+            __syncthreads();  // red and ws free
+            float M = warp_max(ms);
+            if (lane == 0) red[warp] = M;
             __syncthreads();
-            if (warp == 0) {
-                float M = -INFINITY;
-                for (int s = lane; s < S; s += 32) M = fmaxf(M, __ldcg(p.ml + ((i64)s * MR + h) * 2));
-                M = warp_max(M);
-                float L = 0.f;
-                for (int s = lane; s < S; s += 32) {
-                    const float ms = __ldcg(p.ml + ((i64)s * MR + h) * 2);
-                    const float f = ms == -INFINITY ? 0.f : expf(ms - M);
-                    ws[s] = f;
-                    L += __ldcg(p.ml + ((i64)s * MR + h) * 2 + 1) * f;
-                }
-                L = warp_sum(L);
-                for (int s = lane; s < S; s += 32) ws[s] /= L;
-            }
+            M = red[0];
+            for (int w = 1; w < ATT_WARPS; w++) M = fmaxf(M, red[w]);
+            const float f = ms == -INFINITY ? 0.f : expf(ms - M);
+            const float L = block_sum(ls * f, red);
+            if (t < S) ws[t] = f / L;
             __syncthreads();
-            for (int j = j0 + warp; j < j1; j += ATT_WARPS) {
+            for (int c = j0; c < j1; c += 64) {
+                const int j = c + (t & 63), grp = t >> 6;
                 float acc = 0.f;
-                for (int s = lane; s < S; s += 32) acc += __ldcg(p.part + ((i64)s * MR + h) * KV_LORA + j) * ws[s];
-                acc = warp_sum(acc);
-                if (lane == 0) p.olat[(i64)h * KV_LORA + j] = acc;
+                if (j < j1) {
+#pragma unroll 8
+                    for (int s = grp; s < S; s += 4) acc += __ldcg(p.part + ((i64)s * MR + h) * KV_LORA + j) * ws[s];
+                }
+                part4[t] = acc;
+                __syncthreads();
+                if (t < 64 && j < j1) p.olat[(i64)h * KV_LORA + j] = (part4[t] + part4[64 + t]) + (part4[128 + t] + part4[192 + t]);
+                __syncthreads();
             }
             a = (i64)h * KV_LORA + j1;
         }
