@@ -162,10 +162,19 @@ func moduleOf(name string) int {
 }
 
 // function resolves a kernel by name (context thread not needed: the
-// lookup runs there through run).
+// lookup runs there through run); a kernel the modules lack is a bug.
 func (b *Backend) function(name string) uintptr {
+	f, err := b.lookup(name)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// lookup resolves a kernel by name, once.
+func (b *Backend) lookup(name string) (uintptr, error) {
 	if f, ok := b.kernels.fn[name]; ok {
-		return f
+		return f, nil
 	}
 	var f uintptr
 	var err error
@@ -174,10 +183,10 @@ func (b *Backend) function(name string) uintptr {
 		err = b.d.check("cuModuleGetFunction "+name, call(b.d.cuModuleGetFunction, uintptr(unsafe.Pointer(&f)), m, uintptr(unsafe.Pointer(cstr(name)))))
 	})
 	if err != nil {
-		panic(err)
+		return 0, err
 	}
 	b.kernels.fn[name] = f
-	return f
+	return f, nil
 }
 
 // launch is one recorded kernel launch. Every parameter takes one 8-byte
@@ -251,14 +260,21 @@ func (b *Backend) withSharedAt(i, n int) {
 // raiseShared lifts kernel fn's limit of dynamic shared memory to n bytes
 // where n is past the default 48 KiB.
 func (b *Backend) raiseShared(name string, fn uintptr, n int) {
+	if err := b.setShared(fn, n); err != nil {
+		panic(fmt.Errorf("cuda: %s needs %d bytes of shared memory: %w", name, n, err))
+	}
+}
+
+func (b *Backend) setShared(fn uintptr, n int) error {
 	if n > 48<<10 && b.bigShared[fn] < n {
 		var err error
 		b.run(func() { err = b.d.check("cuFuncSetAttribute", call(b.d.cuFuncSetAttribute, fn, 8, uintptr(n))) })
 		if err != nil {
-			panic(fmt.Errorf("cuda: %s needs %d bytes of shared memory: %w", name, n, err))
+			return err
 		}
 		b.bigShared[fn] = n
 	}
+	return nil
 }
 
 // recordStruct appends a launch whose one parameter is the struct in args.

@@ -717,8 +717,7 @@ func (b *Backend) attnDecode(d, q *tensor, kb, vb *weight, k *kvCache, layer int
 func (b *Backend) mlaDecode(d, q *tensor, kb, vb *weight, k *kvCache, layer int, scale float32, freqs uintptr, store *pendingStore) bool {
 	m := b.mla
 	nope, H, vdim := kb.dim(0), kb.dim(2), vb.dim(1)
-	if b.NoFusion || q.rows != 1 || b.maxPos+1 < b.MLAFrom || m == nil || H > m.heads || vdim > m.vdim ||
-		kb.typ != vb.typ || (kb.typ != quant.Q4_0 && kb.typ != quant.Q8_0) || nope%32 != 0 || nope > 1024 {
+	if b.NoFusion || q.rows != 1 || b.maxPos+1 < b.MLAFrom || m == nil || H > m.heads || !mlaServes(kb, vb) {
 		return false
 	}
 	if store != nil && store.layer != layer {
@@ -749,16 +748,22 @@ func (b *Backend) mlaDecode(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 	return true
 }
 
+// mlaServes reports whether mla_decode has a kernel for these k_b and v_b.
+func mlaServes(kb, vb *weight) bool {
+	nope := kb.dim(0)
+	return kb.typ == vb.typ && (kb.typ == quant.Q4_0 || kb.typ == quant.Q8_0) && nope%32 == 0 && nope <= 1024
+}
+
 // mlaBuffers is mla_decode's scratch, made at load and shared by every
 // layer's launch (one runs at a time): the f16 queries, the splits' states,
 // the merged latents; and the kernel's launch shape.
 type mlaBuffers struct {
-	grid, mr    int // blocks (one per SM: the grid barriers need all resident); query rows, 16·⌈heads/16⌉
-	heads, vdim int
-	shared      int // dynamic shared memory bytes
-	qh, part    uintptr
-	ml, olat    uintptr
-	resident    map[string]bool
+	grid, mr int // blocks (one per SM, at most 256: the grid barriers need all resident); query rows, 16·⌈heads/16⌉
+	heads    int
+	shared   int // dynamic shared memory bytes
+	qh, part uintptr
+	ml, olat uintptr
+	resident map[string]bool
 }
 
 // mlaStatic bounds mla_decode's static shared memory (kernels/attention.cu).
@@ -766,19 +771,21 @@ const mlaStatic = 12 << 10
 
 // allocMLA makes mla_decode's scratch where the model and the device allow
 // the kernel: an f16 cache, sm_80 or later, a latent a multiple of 128 wide,
-// up to 32 heads, and shared memory for its tiles. It runs once the cache
-// and the weights are on the device.
+// k_b and v_b it has a kernel for, up to 32 heads, and shared memory for its
+// tiles. It runs once, when the cache is made (after the weights).
 func (b *Backend) allocMLA() error {
-	H, vdim := 0, 0
+	H := 0
+	byName := map[string]*weight{}
 	for _, w := range b.weights {
-		if len(w.dims) == 3 && strings.HasSuffix(w.name, "attn_k_b.weight") {
-			H = max(H, w.dim(2))
-		}
-		if len(w.dims) == 3 && strings.HasSuffix(w.name, "attn_v_b.weight") {
-			vdim = max(vdim, w.dim(1))
+		byName[w.name] = w
+	}
+	for name, kb := range byName {
+		layer, ok := strings.CutSuffix(name, "attn_k_b.weight")
+		if vb := byName[layer+"attn_v_b.weight"]; ok && vb != nil && len(kb.dims) == 3 && len(vb.dims) == 3 && mlaServes(kb, vb) {
+			H = max(H, kb.dim(2))
 		}
 	}
-	if b.kv.esize != 2 || b.info.Major < 8 || b.kvl%128 != 0 || b.kvl > 1024 || b.kv.width%32 != 0 || H == 0 || H > 32 || vdim == 0 {
+	if b.kv.esize != 2 || b.info.Major < 8 || b.kvl%128 != 0 || b.kvl > 1024 || b.kv.width%32 != 0 || H == 0 || H > 32 {
 		return nil
 	}
 	// a block per SM, at most 256 (the merge gives each split a thread)
@@ -798,17 +805,11 @@ func (b *Backend) allocMLA() error {
 	}
 	var p uintptr
 	var err error
-	b.run(func() {
-		if b.mla != nil { // a cache made again
-			call(b.d.cuMemFree, b.mla.qh)
-			b.mla = nil
-		}
-		p, err = b.alloc(total, "attention scratch")
-	})
+	b.run(func() { p, err = b.alloc(total, "mla_decode's scratch") })
 	if err != nil {
 		return err
 	}
-	m := &mlaBuffers{grid: G, mr: mr, heads: H, vdim: vdim, shared: shared, resident: map[string]bool{}}
+	m := &mlaBuffers{grid: G, mr: mr, heads: H, shared: shared, resident: map[string]bool{}}
 	for i, dst := range []*uintptr{&m.qh, &m.part, &m.ml, &m.olat} {
 		*dst = p
 		p += uintptr((sizes[i] + 255) &^ 255)
@@ -817,21 +818,24 @@ func (b *Backend) allocMLA() error {
 	return nil
 }
 
-// mlaResident reports whether a block of kernel name fits on every SM at
-// once beside nothing else (its grid barriers wait for all its blocks).
+// mlaResident reports whether kernel name exists and a block of it fits
+// on an SM beside nothing else (its grid barriers wait for all its blocks).
 func (b *Backend) mlaResident(name string) bool {
 	m := b.mla
 	if ok, seen := m.resident[name]; seen {
 		return ok
 	}
-	fn := b.function(name)
-	b.raiseShared(name, fn, m.shared)
+	fn, err := b.lookup(name)
+	if err == nil {
+		err = b.setShared(fn, m.shared)
+	}
 	var n int32
-	var err error
-	b.run(func() {
-		err = b.d.check("cuOccupancyMaxActiveBlocksPerMultiprocessor",
-			call(b.d.cuOccupancyMaxActiveBlocksPerMultiprocessor, uintptr(unsafe.Pointer(&n)), fn, 256, uintptr(m.shared)))
-	})
+	if err == nil {
+		b.run(func() {
+			err = b.d.check("cuOccupancyMaxActiveBlocksPerMultiprocessor",
+				call(b.d.cuOccupancyMaxActiveBlocksPerMultiprocessor, uintptr(unsafe.Pointer(&n)), fn, 256, uintptr(m.shared)))
+		})
+	}
 	m.resident[name] = err == nil && n >= 1
 	return m.resident[name]
 }

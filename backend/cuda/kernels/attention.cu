@@ -602,7 +602,7 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     __shared__ float sd[KV_LORA / 32 > 32 ? KV_LORA / 32 : 32], red[32];
     __shared__ int sa[KV_LORA / 32 > 32 ? KV_LORA / 32 : 32];
     __shared__ __align__(16) float tmp[KV_LORA > 1024 ? KV_LORA : 1024];
-    __shared__ float ws[1024];
+    __shared__ float ws[256];  // the merge's weights, a split each (S ≤ G ≤ 256)
     const int G = gridDim.x, b = blockIdx.x, H = p.H;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
     const int nope = (int)p.nope, vdim = (int)p.vdim, qw = nope + CACHE_W - KV_LORA;
@@ -727,6 +727,7 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
                 const float e = ok ? expf(v - mn) : 0.f;
                 const float se = warp_sum(e);
                 split_f16(e, pm + r * MLA_PST + lane, MR * MLA_PST);
+                __syncwarp();  // every lane has read mrow[r] before lane 0 writes it
                 if (lane == 0) {
                     corr[r] = cf;
                     mrow[r] = mn;
@@ -780,8 +781,8 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     // 3. merge: this block's share of the H·KV_LORA latent values. Per head,
     // thread s < S loads split s's (max, sum) and the block reduces them to
     // the splits' weights; then thread t sums value t % 64 over the splits
-    // t / 64, t / 64 + 4, ... (its loads all in flight, each warp's a
-    // coalesced 128 bytes), and the four groups are added in shared memory.
+    // t / 64, t / 64 + 4, ... (its loads all in flight, each warp's 32
+    // consecutive floats), and the four groups are added in shared memory.
     {
         float* part4 = tmp;  // [4][64]
         const i64 e0 = RQ * b / G, e1 = RQ * (b + 1) / G;
@@ -790,12 +791,7 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
             const int t = threadIdx.x;
             const float ms = t < S ? __ldcg(p.ml + ((i64)t * MR + h) * 2) : -INFINITY;
             const float ls = t < S ? __ldcg(p.ml + ((i64)t * MR + h) * 2 + 1) : 0.f;
-            __syncthreads();  // red and ws free
-            float M = warp_max(ms);
-            if (lane == 0) red[warp] = M;
-            __syncthreads();
-            M = red[0];
-            for (int w = 1; w < ATT_WARPS; w++) M = fmaxf(M, red[w]);
+            const float M = block_max(ms, red);
             const float f = ms == -INFINITY ? 0.f : expf(ms - M);
             const float L = block_sum(ls * f, red);
             if (t < S) ws[t] = f / L;

@@ -84,6 +84,17 @@ __device__ __forceinline__ float block_sum(float v, float* sh) {
     return warp_sum(v);
 }
 
+// block_max is block_sum's maximum.
+__device__ __forceinline__ float block_max(float v, float* sh) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : -INFINITY;
+    return warp_max(v);
+}
+
 // row_sumsq is Σ x² over a row of L values, summed the same way by every
 // kernel that normalises (so a norm fused into a product gives bit for bit
 // the values of the norm on its own): thread c sums the 32 values from 32c
