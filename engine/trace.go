@@ -28,7 +28,7 @@ type Step struct {
 // with another implementation cannot drift apart at a near-tie.
 func RunTrace(m Model, prompt []int32, steps int, feed []int32) (*Trace, error) {
 	if len(prompt) == 0 {
-		return nil, fmt.Errorf("trace: empty prompt")
+		return nil, fmt.Errorf("trace: the prompt is empty")
 	}
 	if len(feed) > steps {
 		return nil, fmt.Errorf("trace: %d fed tokens for %d steps", len(feed), steps)
