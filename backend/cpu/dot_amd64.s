@@ -3048,9 +3048,9 @@ quantQ8_0_loop:
 	VCVTPS2DQ    Y6, Y6
 	VMULPS       Y5, Y8, Y8
 	VCVTPS2DQ    Y8, Y8
-	VPADDD       Y4, Y2, Y7
-	VPADDD       Y6, Y7, Y7
-	VPADDD       Y8, Y7, Y7
+	VPADDD       Y4, Y2, Y5
+	VPADDD       Y6, Y5, Y5
+	VPADDD       Y8, Y5, Y5
 	VPACKSSDW    Y4, Y2, Y2
 	VPACKSSDW    Y8, Y6, Y6
 	VPACKSSWB    Y6, Y2, Y2
@@ -3060,14 +3060,14 @@ quantQ8_0_loop:
 	VCVTPS2PH    $0x00, X2, X2
 	VCVTPH2PS    X2, X2
 	VMOVSS       X2, (DX)
-	VEXTRACTI128 $0x01, Y7, X5
-	VPADDD       X5, X7, X7
-	VPSHUFD      $0x4e, X7, X5
-	VPADDD       X5, X7, X7
-	VPSHUFD      $0xb1, X7, X5
-	VPADDD       X5, X7, X7
-	VPSLLD       $0x03, X7, X7
-	VMOVD        X7, (BX)
+	VEXTRACTI128 $0x01, Y5, X2
+	VPADDD       X2, X5, X5
+	VPSHUFD      $0x4e, X5, X2
+	VPADDD       X2, X5, X5
+	VPSHUFD      $0xb1, X5, X2
+	VPADDD       X2, X5, X5
+	VPSLLD       $0x03, X5, X5
+	VMOVD        X5, (BX)
 	ADDQ         $0x00000080, AX
 	ADDQ         $0x00000020, CX
 	ADDQ         $0x00000004, DX
