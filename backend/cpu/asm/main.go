@@ -218,14 +218,19 @@ func dotQ8_0AVX2(n int, ones Mem) {
 // hsum8 sums the eight float lanes of v as ggml's hsum_float_8: (hi+lo),
 // then movehl, then movehdup; the sum is in lane 0 of the returned register
 // (v's own, clobbered).
-func hsum8(v VecVirtual) Register {
+func hsum8(v VecVirtual) Register { return hfold8(v, VADDPS, VADDSS) }
+
+// hfold8 reduces the eight float lanes of v in hsum_float_8's order with a
+// packed op8 and a scalar op1 of the same operation (add, max); the result
+// is in lane 0 of the returned register (v's own, clobbered).
+func hfold8(v VecVirtual, op8, op1 func(...Op)) Register {
 	x, u := v.AsX(), XMM()
 	VEXTRACTF128(U8(1), v, u)
-	VADDPS(u, x, x)
+	op8(u, x, x)
 	VMOVHLPS(x, x, u)
-	VADDPS(u, x, x)
+	op8(u, x, x)
 	VMOVSHDUP(x, u)
-	VADDSS(u, x, x)
+	op1(u, x, x)
 	return x
 }
 
@@ -543,13 +548,7 @@ func quantQ8_0AVX2() {
 		VMAXPS(a[1], a[0], a[0])
 		VMAXPS(a[3], a[2], a[2])
 		VMAXPS(a[2], a[0], a[0])
-		m, u := a[0].AsX(), XMM()
-		VEXTRACTF128(U8(1), a[0], u)
-		VMAXPS(u, m, m)
-		VMOVHLPS(m, m, u)
-		VMAXPS(u, m, m)
-		VMOVSHDUP(m, u)
-		VMAXSS(u, m, m) // amax
+		m := hfold8(a[0], VMAXPS, VMAXSS) // amax
 		id, nz, zero := XMM(), XMM(), XMM()
 		VMOVSS(c127, id)
 		VDIVSS(m, id, id) // 127/amax
