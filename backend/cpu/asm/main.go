@@ -973,9 +973,7 @@ func dotQ4KRows4AVX2(c kConsts) {
 		VADDPS(x.AsX(), acc, acc)
 	}, append(tk.steps(b0, 144), step{nx, 144})...)
 
-	VMOVUPS(acc, ptr("out"))
-	VZEROUPPER()
-	RET()
+	storeAndReturn([]VecVirtual{acc}, 16)
 }
 
 // lanesEpilogue adds a super-block's integer lanes sumi[t] into the float
