@@ -74,10 +74,9 @@ func kRows4(f kRowsAsm, bs int) rowsKernel {
 
 func kFour(f kAsm, bs int) quadKernel {
 	return func(w []byte, a *acts, t, step int, out *[4]float32) {
-		r := &a.rs[t]
+		r := a.quad(t, step)
 		nb := len(r.d)
-		last := &a.rs[t+3*step]
-		_, _, _ = w[bs*nb-1], last.qs[256*nb-1], last.bsums[16*nb-1]
+		_ = w[bs*nb-1]
 		f(&w[0], &r.qs[0], &r.d[0], &r.bsums[0], nb, step*a.k, &out[0])
 	}
 }
