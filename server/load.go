@@ -32,7 +32,7 @@ func Load(path, name string, o model.Options) (*Model, *model.Loaded, error) {
 func describe(lm *model.Loaded, path, name string) (*Model, error) {
 	tok, err := tokenizer.FromGGUF(lm.File)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err // it names the file
 	}
 	tmpl, err := chat.FromGGUF(lm.File)
 	if err != nil {
