@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,5 +48,21 @@ func TestPoolRunsEveryIndexOnce(t *testing.T) {
 		if threads > 1 && others == 0 {
 			t.Errorf("%d threads: only the caller ever took a chunk", threads)
 		}
+	}
+}
+
+// BenchmarkPool times one job of a few chunks of light work: what handing a
+// job out and waiting for it costs, with workers spinning (threads ≤ cores)
+// or parked (more threads than cores), and with more workers than chunks.
+func BenchmarkPool(b *testing.B) {
+	for _, c := range []struct{ threads, chunks int }{{2, 2}, {4, 2}, {4, 4}, {8, 2}} {
+		b.Run(fmt.Sprintf("threads=%d/chunks=%d", c.threads, c.chunks), func(b *testing.B) {
+			p := newPool(c.threads)
+			defer p.close()
+			j := &sumJob{calls: make([]atomic.Int64, c.threads)}
+			for b.Loop() {
+				p.run(64*c.chunks, 64, j)
+			}
+		})
 	}
 }
