@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"math"
 	"slices"
 	"testing"
@@ -64,24 +63,14 @@ func TestDrawingSameAsHostSampling(t *testing.T) {
 		{"repeat penalty", penalty, false}, {"no top-k", noTopK, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gen := func(m engine.Model) []int32 {
-				var toks []int32
-				req := engine.Request{Prompt: prompt, MaxTokens: 40, Sampler: tc.o}
-				if _, err := engine.Generate(context.Background(), m, req, func(tk engine.Token) error {
-					toks = append(toks, tk.ID)
-					return nil
-				}); err != nil {
-					t.Fatal(err)
-				}
-				return toks
-			}
-			want := gen(syncModel{loadGolden(t, "tiny-glm-q4_0", "cpu", 128)})
+			req := engine.Request{Prompt: prompt, MaxTokens: 40, Sampler: tc.o}
+			want := generateIDs(t, syncModel{loadGolden(t, "tiny-glm-q4_0", "cpu", 128)}, req)
 			s, err := engine.NewSampler(tc.o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			dm := &drawModel{Model: loadGolden(t, "tiny-glm-q4_0", "cpu", 128), s: s}
-			got := gen(dm)
+			got := generateIDs(t, dm, req)
 			if !slices.Equal(got, want) {
 				t.Errorf("drawn %v, host %v", got, want)
 			}

@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 
@@ -51,18 +50,8 @@ func TestGreedyFastPathSameTokens(t *testing.T) {
 				{"penalty", engine.SamplerOptions{RepeatPenalty: 1.5, RepeatLastN: 64}, false},
 			} {
 				req := engine.Request{Prompt: []int32{1, 17, 42, 99, 7}, MaxTokens: 24, Sampler: tc.opts}
-				run := func(m engine.Model) []int32 {
-					var got []int32
-					if _, err := engine.Generate(context.Background(), m, req, func(tk engine.Token) error {
-						got = append(got, tk.ID)
-						return nil
-					}); err != nil {
-						t.Fatal(err)
-					}
-					return got
-				}
 				fast.argmaxes = 0
-				want, got := run(slow), run(fast)
+				want, got := generateIDs(t, slow, req), generateIDs(t, fast, req)
 				if !slices.Equal(got, want) {
 					t.Errorf("%s: fast path %v, sampler %v", tc.name, got, want)
 				}

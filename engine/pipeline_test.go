@@ -47,6 +47,19 @@ func loadGolden(t *testing.T, name, be string, ctx int) *deepseek2.Model {
 	return lm.Model
 }
 
+// generateIDs runs req on m and returns the ids of the tokens it gives.
+func generateIDs(t *testing.T, m engine.Model, req engine.Request) []int32 {
+	t.Helper()
+	var ids []int32
+	if _, err := engine.Generate(context.Background(), m, req, func(tk engine.Token) error {
+		ids = append(ids, tk.ID)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
 // Pipelined greedy generation (each pass queued before its token is
 // checked, the pass after the last token dropped) gives what waiting for
 // every token gives: the same tokens, stop reason, count and cache, for
