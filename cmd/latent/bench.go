@@ -71,18 +71,18 @@ func newBenchCmd() *cobra.Command {
 
 // loadWithin resolves and loads ref with a cache of opts.Context positions,
 // which the flags described by asked call for; past the model's trained
-// context, the error names those flags instead of the context.
+// context, the error names those flags instead of the context. It returns
+// the model file's path too.
 func loadWithin(cmd *cobra.Command, ref string, opts model.Options, asked string) (*model.Loaded, string, error) {
-	path, err := resolveModel(cmd, ref)
-	if err != nil {
-		return nil, "", err
-	}
-	lm, err := loadFile(cmd, path, opts)
+	lm, _, err := loadRef(cmd, ref, opts)
 	var trained *deepseek2.ErrContextTrained
 	if errors.As(err, &trained) {
 		return nil, "", fmt.Errorf("%s: %s, more than the model's trained context of %d", ref, asked, trained.Trained)
 	}
-	return lm, path, err
+	if err != nil {
+		return nil, "", err
+	}
+	return lm, lm.File.Name, nil
 }
 
 // maxBenchTokens bounds -p, -n and each depth, so that their sum cannot
