@@ -66,9 +66,9 @@ for up to --drain before exiting.`,
 				name = servedName(args[0], path)
 			}
 			start := time.Now()
-			meter := newLoadMeter(cmd.ErrOrStderr())
-			m, lm, err := server.Load(path, name, meter.options(opts))
-			meter.clear()
+			loadOpts, clearMeter := startLoadMeter(cmd, opts)
+			m, lm, err := server.Load(path, name, loadOpts)
+			clearMeter()
 			if err != nil {
 				return err
 			}
