@@ -273,20 +273,14 @@ func (r *Request) check(vocab, context int) error {
 	return nil
 }
 
-// PromptProblem is what is wrong with a prompt (PromptError.Problem).
-type PromptProblem int
-
-const (
-	PromptEmpty        PromptProblem = iota + 1 // no tokens
-	PromptTooLong                               // more tokens than fit in the context
-	PromptOutsideVocab                          // a token id outside the vocabulary
-)
-
 // PromptError is a prompt that no generation can take: a mistake of
 // whoever made the request rather than a failure of the model, which a
 // server answers with 400.
 type PromptError struct {
-	Problem PromptProblem
+	// TooLong: more tokens than fit in the context, which a server reports
+	// apart (OpenAI's context_length_exceeded). Otherwise the prompt is
+	// empty or has a token outside the vocabulary.
+	TooLong bool
 	msg     string
 }
 
@@ -299,14 +293,14 @@ func (e *PromptError) Error() string { return e.msg }
 // the context still gets a one-token answer (StopContext).
 func CheckPrompt(prompt []int32, vocab, context, reserve int) error {
 	if len(prompt) == 0 {
-		return &PromptError{PromptEmpty, "the prompt is empty"}
+		return &PromptError{msg: "the prompt is empty"}
 	}
 	if len(prompt)+reserve > context {
-		return &PromptError{PromptTooLong, fmt.Sprintf("the prompt has %d tokens, more than fit in the context of %d", len(prompt), context)}
+		return &PromptError{TooLong: true, msg: fmt.Sprintf("the prompt has %d tokens, more than fit in the context of %d", len(prompt), context)}
 	}
 	for _, t := range prompt {
 		if t < 0 || int(t) >= vocab {
-			return &PromptError{PromptOutsideVocab, fmt.Sprintf("prompt token %d is outside the vocabulary of %d", t, vocab)}
+			return &PromptError{msg: fmt.Sprintf("prompt token %d is outside the vocabulary of %d", t, vocab)}
 		}
 	}
 	return nil

@@ -283,25 +283,25 @@ func TestCheckPrompt(t *testing.T) {
 		prompt  []int32
 		context int
 		reserve int
-		problem PromptProblem // 0: the prompt is fine
-		want    string
+		tooLong bool
+		want    string // "": the prompt is fine
 	}{
-		{"fits", []int32{1, 2, 3}, 4, 0, 0, ""},
-		{"fills the context", []int32{1, 2, 3, 4}, 4, 0, 0, ""},
-		{"leaves the room reserved", []int32{1, 2, 3}, 4, 1, 0, ""},
-		{"empty", nil, 4, 0, PromptEmpty, "the prompt is empty"},
-		{"empty with nothing to fit", nil, 0, 0, PromptEmpty, "the prompt is empty"},
-		{"beyond the context", []int32{1, 2, 3, 4, 5}, 4, 0, PromptTooLong, "the prompt has 5 tokens, more than fit in the context of 4"},
-		{"fills the context, room reserved", []int32{1, 2, 3, 4}, 4, 1, PromptTooLong, "the prompt has 4 tokens, more than fit in the context of 4"},
-		{"too long before a bad token", []int32{1, 99, 3, 4, 5}, 4, 0, PromptTooLong, "5 tokens"},
-		{"token beyond the vocabulary", []int32{1, 16}, 4, 0, PromptOutsideVocab, "prompt token 16 is outside the vocabulary of 16"},
-		{"negative token", []int32{-1, 2}, 4, 0, PromptOutsideVocab, "prompt token -1 is outside the vocabulary of 16"},
-		{"the last id of the vocabulary", []int32{0, 15}, 4, 0, 0, ""},
+		{"fits", []int32{1, 2, 3}, 4, 0, false, ""},
+		{"fills the context", []int32{1, 2, 3, 4}, 4, 0, false, ""},
+		{"leaves the room reserved", []int32{1, 2, 3}, 4, 1, false, ""},
+		{"empty", nil, 4, 0, false, "the prompt is empty"},
+		{"empty with nothing to fit", nil, 0, 0, false, "the prompt is empty"},
+		{"beyond the context", []int32{1, 2, 3, 4, 5}, 4, 0, true, "the prompt has 5 tokens, more than fit in the context of 4"},
+		{"fills the context, room reserved", []int32{1, 2, 3, 4}, 4, 1, true, "the prompt has 4 tokens, more than fit in the context of 4"},
+		{"too long before a bad token", []int32{1, 99, 3, 4, 5}, 4, 0, true, "5 tokens"},
+		{"token beyond the vocabulary", []int32{1, 16}, 4, 0, false, "prompt token 16 is outside the vocabulary of 16"},
+		{"negative token", []int32{-1, 2}, 4, 0, false, "prompt token -1 is outside the vocabulary of 16"},
+		{"the last id of the vocabulary", []int32{0, 15}, 4, 0, false, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckPrompt(tc.prompt, 16, tc.context, tc.reserve)
-			if tc.problem == 0 {
+			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("error %v for a good prompt", err)
 				}
@@ -311,8 +311,8 @@ func TestCheckPrompt(t *testing.T) {
 			if !errors.As(err, &pe) {
 				t.Fatalf("error %v (%T), want a *PromptError", err, err)
 			}
-			if pe.Problem != tc.problem || !strings.Contains(pe.Error(), tc.want) {
-				t.Errorf("problem %d %q, want %d containing %q", pe.Problem, pe.Error(), tc.problem, tc.want)
+			if pe.TooLong != tc.tooLong || !strings.Contains(pe.Error(), tc.want) {
+				t.Errorf("too long %v %q, want %v containing %q", pe.TooLong, pe.Error(), tc.tooLong, tc.want)
 			}
 		})
 	}
@@ -321,8 +321,8 @@ func TestCheckPrompt(t *testing.T) {
 	f := &fakeModel{vocab: 16, ctx: 4}
 	_, err := Generate(context.Background(), f, Request{Prompt: []int32{1, 2, 3, 4, 5}}, func(Token) error { return nil })
 	var pe *PromptError
-	if !errors.As(err, &pe) || pe.Problem != PromptTooLong || len(f.calls) != 0 {
-		t.Errorf("Generate: error %v, %d forward calls; want a PromptTooLong *PromptError and none", err, len(f.calls))
+	if !errors.As(err, &pe) || !pe.TooLong || len(f.calls) != 0 {
+		t.Errorf("Generate: error %v, %d forward calls; want a too-long *PromptError and none", err, len(f.calls))
 	}
 }
 

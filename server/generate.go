@@ -51,15 +51,15 @@ const answerRoom = 1
 // free.
 func checkPrompt(ids []int32, vocab, context int) error {
 	err := engine.CheckPrompt(ids, vocab, context, answerRoom)
-	var pe *engine.PromptError
-	if err == nil || !errors.As(err, &pe) {
-		return err
+	if err == nil {
+		return nil
 	}
-	if pe.Problem == engine.PromptTooLong {
+	var pe *engine.PromptError
+	if errors.As(err, &pe) && pe.TooLong {
 		return &apiError{status: http.StatusBadRequest, kind: "invalid_request_error", code: "context_length_exceeded",
 			msg: pe.Error() + " (leave room for the answer, or serve with a larger --ctx)"}
 	}
-	return badRequest("prompt", pe.Error())
+	return badRequest("prompt", err.Error())
 }
 
 // generate runs req when the model is free, calling emit with each piece of
