@@ -118,8 +118,8 @@ func progressOf(f *gguf.File, fn func(done, total int64)) func(int64) {
 		return nil
 	}
 	var total int64
-	for i := range f.Tensors {
-		total += int64(len(f.TensorData(&f.Tensors[i])))
+	for _, t := range f.Tensors {
+		total += t.Size
 	}
 	return func(done int64) { fn(done, total) }
 }
