@@ -55,26 +55,29 @@ func NewBackend(name string, threads int) (backend.Backend, error) {
 	case threads > MaxThreads:
 		return nil, fmt.Errorf("threads: %d is more than %d (0: one per core)", threads, MaxThreads)
 	}
-	if name == "cpu" || name == "" || name == "auto" {
+	switch name {
+	case "cpu":
 		if err := cpu.CheckEnv(); err != nil {
 			return nil, err
 		}
-	}
-	if name == "cuda" || name == "" || name == "auto" {
+		return cpu.New(threads), nil
+	case "cuda":
 		if err := cuda.CheckEnv(); err != nil {
 			return nil, err
 		}
-	}
-	switch name {
-	case "cpu":
-		return cpu.New(threads), nil
-	case "cuda":
 		be, err := cuda.New(0)
 		if err != nil {
 			return nil, fmt.Errorf("cuda backend: %w; or use --backend cpu", err)
 		}
 		return be, nil
 	case "", "auto":
+		// Either backend may run, so a bad setting of either is an error.
+		if err := cpu.CheckEnv(); err != nil {
+			return nil, err
+		}
+		if err := cuda.CheckEnv(); err != nil {
+			return nil, err
+		}
 		if cuda.Available() == nil {
 			if be, err := cuda.New(0); err == nil {
 				return be, nil
