@@ -242,9 +242,13 @@ func (s *Sampler) candidates(l []float32) ([]candidate, float32) {
 		slices.SortFunc(cand, better)
 	}
 	top := float32(math.Inf(-1))
-	for _, c := range cand {
-		if c.logit > top {
-			top = c.logit
+	if sorted && len(cand) > 0 {
+		top = cand[0].logit // better puts a largest first: there is no NaN to break the order
+	} else {
+		for _, c := range cand {
+			if c.logit > top {
+				top = c.logit
+			}
 		}
 	}
 	if !(top > float32(math.Inf(-1))) || top > math.MaxFloat32 {
