@@ -278,7 +278,7 @@ extern "C" __global__ void attn_combine(float* olat, const float* part, int S) {
 // mmv1 sums them, the cache row as kv_finish), so the logits are the same
 // bits as the unfused launches'.
 
-// AD mirrors the Go side's attnDecode struct (backend/cuda/ops.go).
+// AD mirrors the words decodeOne records for attn_decode (backend/cuda/ops.go).
 struct AD {
     float* part;          // [H][S][KV_LORA + 2] the splits' states
     float* olat;          // [H][KV_LORA] the merged latents
@@ -300,10 +300,24 @@ struct AD {
     i64 vbRow, vdim;
 };
 
-__device__ __forceinline__ int lanes_for(int nb) {
-    int lpr = 1;
-    while (lpr < nb && lpr < 32) lpr <<= 1;
-    return lpr;
+// finish_row writes a token's cache row to dst from its raw [latent | k_pe]
+// x: the latent RMS-normalised by nw (when set), k_pe rotated by freqs
+// (when set), each value as kv_finish computes it. Every thread of the
+// block calls it; red holds 32 floats.
+__device__ __forceinline__ void finish_row(cache_t* dst, const float* x, const float* nw, float eps, const float* freqs, int pos,
+                                           float* red) {
+    float scale = 1.f;
+    if (nw) {
+        float mean = row_sumsq(x, KV_LORA, red) / (float)KV_LORA;
+        scale = 1.f / sqrtf(mean + eps);
+    }
+    for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) dst[i] = cstore(nw ? (x[i] * scale) * nw[i] : x[i]);
+    for (int k = threadIdx.x; k < (CACHE_W - KV_LORA) / 2; k += blockDim.x) {
+        float a = x[KV_LORA + 2 * k], b = x[KV_LORA + 2 * k + 1];
+        if (freqs) rope_pair(a, b, pos, freqs[k]);
+        dst[KV_LORA + 2 * k] = cstore(a);
+        dst[KV_LORA + 2 * k + 1] = cstore(b);
+    }
 }
 
 // rows_dot sets out[r], for the rows r = st·rstep + warp·(32/lpr) + sub of
@@ -394,21 +408,7 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
 
     // the token's own row, normalised and rotated as kv_finish does
     const bool own = p.kv && p0 <= pos && pos < p1;
-    if (own) {
-        float kvscale = 1.f;
-        const float* x = p.kv;
-        if (p.kvnw) {
-            float mean = row_sumsq(x, KV_LORA, red) / (float)KV_LORA;
-            kvscale = 1.f / sqrtf(mean + p.kveps);
-        }
-        for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) crow[i] = cstore(p.kvnw ? (x[i] * kvscale) * p.kvnw[i] : x[i]);
-        for (int k = threadIdx.x; k < (CACHE_W - KV_LORA) / 2; k += blockDim.x) {
-            float a = x[KV_LORA + 2 * k], b = x[KV_LORA + 2 * k + 1];
-            if (p.kvfreqs) rope_pair(a, b, pos, p.kvfreqs[k]);
-            crow[KV_LORA + 2 * k] = cstore(a);
-            crow[KV_LORA + 2 * k + 1] = cstore(b);
-        }
-    }
+    if (own) finish_row(crow, p.kv, p.kvnw, p.kveps, p.kvfreqs, pos, red);
     __syncthreads();
 
     // q_lat = k_b[h]·q_nope: row r's lanes sum its blocks as mmv1 does
@@ -486,7 +486,7 @@ FAST_TYPES(ATTN_DECODE_IF)
 #define MLA_PST (MLA_TP + 8)      // halves per row of P
 #define MLA_MINCHUNK 64           // fewest positions a split takes
 
-// MD mirrors the Go side's mlaDecode struct (backend/cuda/ops.go).
+// MD mirrors the words decodeOne records for mla_decode (backend/cuda/ops.go).
 struct MD {
     const float* q;        // [H][nope + rope]
     i64 nope;
@@ -636,20 +636,7 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     }
     if (p.kv && b == G - 1) {
         __syncthreads();
-        float kvscale = 1.f;
-        const float* x = p.kv;
-        if (p.kvnw) {
-            float mean = row_sumsq(x, KV_LORA, red) / (float)KV_LORA;
-            kvscale = 1.f / sqrtf(mean + p.kveps);
-        }
-        cache_t* row = p.layer + (i64)pos * CACHE_W;
-        for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) row[i] = cstore(p.kvnw ? (x[i] * kvscale) * p.kvnw[i] : x[i]);
-        for (int k = threadIdx.x; k < (CACHE_W - KV_LORA) / 2; k += blockDim.x) {
-            float a = x[KV_LORA + 2 * k], c = x[KV_LORA + 2 * k + 1];
-            if (p.kvfreqs) rope_pair(a, c, pos, p.kvfreqs[k]);
-            row[KV_LORA + 2 * k] = cstore(a);
-            row[KV_LORA + 2 * k + 1] = cstore(c);
-        }
+        finish_row(p.layer + (i64)pos * CACHE_W, p.kv, p.kvnw, p.kveps, p.kvfreqs, pos, red);
     }
     grid_sync(p.bar, 1);
 

@@ -61,39 +61,38 @@ __device__ __forceinline__ float round_bf16(float f) {
 __device__ __forceinline__ u32 rd16(const u8* p) { return (u32)p[0] | ((u32)p[1] << 8); }
 __device__ __forceinline__ u32 rd32(const u8* p) { return rd16(p) | (rd16(p + 2) << 16); }
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
+// The reductions' operations, for warp_reduce and block_reduce.
+struct OpSum {
+    __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+struct OpMax {
+    __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
 
-// block_sum reduces over the whole block (blockDim.x a multiple of 32, at
-// most 1024); every thread gets the total. sh holds 32 floats.
-__device__ __forceinline__ float block_sum(float v, float* sh) {
+// warp_reduce combines v over the warp's 32 lanes (a butterfly: every lane
+// gets the result).
+template <class Op> __device__ __forceinline__ float warp_reduce(float v, Op op) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, OpSum{}); }
+__device__ __forceinline__ float warp_max(float v) { return warp_reduce(v, OpMax{}); }
+
+// block_reduce combines v over the whole block (blockDim.x a multiple of
+// 32, at most 1024), id being op's identity; every thread gets the result.
+// sh holds 32 floats.
+template <class Op> __device__ __forceinline__ float block_reduce(float v, float* sh, Op op, float id) {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_sum(v);
+    v = warp_reduce(v, op);
     __syncthreads();
     if (lane == 0) sh[w] = v;
     __syncthreads();
-    v = lane < nw ? sh[lane] : 0.f;
-    return warp_sum(v);
+    v = lane < nw ? sh[lane] : id;
+    return warp_reduce(v, op);
 }
-
-// block_max is block_sum's maximum.
-__device__ __forceinline__ float block_max(float v, float* sh) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    v = lane < nw ? sh[lane] : -INFINITY;
-    return warp_max(v);
-}
+__device__ __forceinline__ float block_sum(float v, float* sh) { return block_reduce(v, sh, OpSum{}, 0.f); }
+__device__ __forceinline__ float block_max(float v, float* sh) { return block_reduce(v, sh, OpMax{}, -INFINITY); }
 
 // row_sumsq is Σ x² over a row of L values, summed the same way by every
 // kernel that normalises (so a norm fused into a product gives bit for bit

@@ -9,6 +9,15 @@ __device__ __forceinline__ int dp4a(int a, int b, int c) {
     return r;
 }
 
+// lanes_for is the lanes a row of nb blocks takes: nb rounded up to a
+// power of two, at most 32 (each lane whole blocks, no lane idle when a row
+// is narrow).
+__device__ __forceinline__ int lanes_for(int nb) {
+    int lpr = 1;
+    while (lpr < nb && lpr < 32) lpr <<= 1;
+    return lpr;
+}
+
 __device__ __forceinline__ int4 ldw4(const void* p) {
     int4 r;
     asm volatile("ld.global.nc.L1::no_allocate.v4.s32 {%0,%1,%2,%3}, [%4];"

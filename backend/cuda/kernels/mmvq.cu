@@ -471,9 +471,7 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     constexpr int NW = DUAL ? 2 : 1, W = Q::W, S = Q::STRIDE;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int K = (int)p.K, nb = K / 32;
-    int lpr = 1;
-    while (lpr < nb && lpr < 32) lpr <<= 1;
-    const int sub = lane / lpr, l = lane & (lpr - 1);
+    const int lpr = lanes_for(nb), sub = lane / lpr, l = lane & (lpr - 1);
     const int RW = (32 / lpr) * G;  // rows per warp group
     const int py = blockIdx.y;
     const int nk = p.nsum ? (int)p.nsum : 1;  // products summed per output
