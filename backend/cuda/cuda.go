@@ -421,10 +421,10 @@ func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
 		if err = b.d.check("cuMemsetD8", call(b.d.cuMemsetD8, k.ptr, 0, uintptr(n))); err != nil {
 			return
 		}
-		if b.counters, err = b.alloc(4*maxCounters+8, "counters"); err != nil {
+		if b.counters, err = b.alloc(countersBytes, "counters"); err != nil {
 			return
 		}
-		err = b.d.check("cuMemsetD8", call(b.d.cuMemsetD8, b.counters, 0, 4*maxCounters+8))
+		err = b.d.check("cuMemsetD8", call(b.d.cuMemsetD8, b.counters, 0, countersBytes))
 	})
 	if err != nil {
 		return nil, err
@@ -474,6 +474,13 @@ const chunkSize = 256 << 20
 // (moe_router) serves in one launch, and the (token, head) pairs of an
 // attn_partial that merges its splits itself.
 const maxCounters = 1 << 16
+
+// The counters' allocation: maxCounters words, then mla_decode's grid
+// barrier (arrivals, exits) at barrierOffset.
+const (
+	barrierOffset = 4 * maxCounters
+	countersBytes = barrierOffset + 8
+)
 
 // scratch returns n bytes of pass scratch, 256-byte aligned.
 func (b *Backend) scratch(n int64) uintptr {
@@ -561,7 +568,7 @@ func (b *Backend) Begin(tokens, pos []int32) {
 				call(b.d.cuMemFree, b.tokDev)
 			}
 			b.tokCap = max(b.T, 64)
-			b.tokDev, err = b.alloc(int64(8*b.tokCap+24), "token ids")
+			b.tokDev, err = b.alloc(int64(8*b.tokCap)+int64(unsafe.Sizeof(drawArgs{})), "token ids")
 		})
 		if err != nil {
 			panic(fmt.Errorf("cuda: %w", err))

@@ -254,17 +254,13 @@ func (b *Backend) withShared(n int) { b.withSharedAt(len(b.launches)-1, n) }
 func (b *Backend) withSharedAt(i, n int) {
 	l := &b.launches[i]
 	l.shmem = uint32(n)
-	b.raiseShared(l.name, l.fn, n)
-}
-
-// raiseShared lifts kernel fn's limit of dynamic shared memory to n bytes
-// where n is past the default 48 KiB.
-func (b *Backend) raiseShared(name string, fn uintptr, n int) {
-	if err := b.setShared(fn, n); err != nil {
-		panic(fmt.Errorf("cuda: %s needs %d bytes of shared memory: %w", name, n, err))
+	if err := b.setShared(l.fn, n); err != nil {
+		panic(fmt.Errorf("cuda: %s needs %d bytes of shared memory: %w", l.name, n, err))
 	}
 }
 
+// setShared lifts kernel fn's limit of dynamic shared memory to n bytes
+// where n is past the default 48 KiB.
 func (b *Backend) setShared(fn uintptr, n int) error {
 	if n > 48<<10 && b.bigShared[fn] < n {
 		var err error

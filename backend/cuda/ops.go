@@ -605,7 +605,7 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 		freqs = b.takeRope(qq, nope+rope, nope, rope)
 	}
 	b.reads(qq)
-	if b.mlaDecode(d, qq, kbw, vbw, k, layer, scale, freqs, store) || b.attnDecode(d, qq, kbw, vbw, k, layer, scale, freqs, store) {
+	if b.decodeOne(d, qq, kbw, vbw, k, layer, scale, freqs, store) {
 		return
 	}
 	if store != nil { // not consumed: kv_finish runs where it was recorded
@@ -668,90 +668,66 @@ func (b *Backend) settleKV(s span, read bool) {
 	}
 }
 
-// attnDecode records a one-token attention as one attn_decode launch
+// decodeOne records a one-token attention as one launch
 // (kernels/attention.cu): the cache row's norm and RoPE (store, when
 // given), q_nope through k_b, split-K attention with its merge, and v_b.
-// It reports false, recording nothing, where that kernel does not serve:
-// a batch, unfused operations, or k_b/v_b in a type other than Q4_0 or
-// Q8_0 (the same for both).
-func (b *Backend) attnDecode(d, q *tensor, kb, vb *weight, k *kvCache, layer int, scale float32, freqs uintptr, store *pendingStore) bool {
+// From MLAFrom positions on, where allocMLA found it fits, that is
+// mla_decode (every cache row read once for all heads, on tensor cores);
+// before, attn_decode (a block per head and split). It reports false,
+// recording nothing, where neither serves: a batch, unfused operations,
+// k_b/v_b they have no kernel for, a pending row of another layer.
+func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int, scale float32, freqs uintptr, store *pendingStore) bool {
 	nope, H, vdim := kb.dim(0), kb.dim(2), vb.dim(1)
-	S := b.splits(H)
-	if b.NoFusion || q.rows != 1 || kb.typ != vb.typ || (kb.typ != quant.Q4_0 && kb.typ != quant.Q8_0) ||
-		nope%32 != 0 || nope > 1024 || b.kvl > 1024 || H >= maxCounters {
-		return false
-	}
-	if store != nil && store.layer != layer {
+	if b.NoFusion || q.rows != 1 || !decodeServes(kb, vb) || b.kvl > 1024 || H >= maxCounters || (store != nil && store.layer != layer) {
 		return false
 	}
 	var kv, nw, kvFreqs uintptr
 	var eps float32
 	if store != nil {
 		kv, nw, kvFreqs, eps = store.kv, store.nw, store.freqs, store.eps
+		if b.rawKV != nil { // an earlier raw row still unsettled (never, in the model's order)
+			b.settleKV(b.rawKV.span(), true)
+		}
+		b.rawKV = store // kv keeps the raw row: kv_finish runs if it is read
 	}
+	b.writes(d)
+	weights := int64(H) * (int64(b.kvl)*kb.rowBytes + int64(vdim)*vb.rowBytes)
+	cache := int64(b.maxPos+1) * int64(k.width) * k.esize
+	if m := b.mla; m != nil && b.maxPos+1 >= b.MLAFrom && H <= m.heads && m.kernel[kb.typ] != "" {
+		b.recordStruct(m.kernel[kb.typ], grid1(m.grid), [3]uint32{256, 1, 1}, weights+cache,
+			uint64(q.ptr), uint64(nope), uint64(freqs), uint64(kv), uint64(nw), uint64(kvFreqs), uint64(k.layer(layer)), uint64(b.posDev()),
+			uint64(H)|f32bits(scale)<<32, f32bits(eps), uint64(kb.ptr), uint64(kb.rowBytes), uint64(vb.ptr), uint64(vb.rowBytes), uint64(vdim),
+			uint64(m.qh), uint64(m.part), uint64(m.ml), uint64(m.olat), uint64(d.ptr), uint64(b.counters+barrierOffset))
+		b.withShared(m.shared)
+		return true
+	}
+	S := b.splits(H)
 	part := b.scratch(int64(H*S*(b.kvl+2)) * 4)
 	olat := b.scratch(int64(H*b.kvl) * 4)
-	b.writes(d)
-	bytes := int64(H)*(int64(b.kvl)*kb.rowBytes+int64(vdim)*vb.rowBytes) + int64(H)*int64(b.maxPos+1)*int64(k.width)*k.esize
-	name := "attn_decode_" + deviceTypes[kb.typ] + "_" + deviceTypes[vb.typ]
-	if b.rawKV != nil && store != nil { // an earlier raw row still unsettled (never, in the model's order)
-		b.settleKV(b.rawKV.span(), true)
-	}
-	b.recordStruct(name, grid2(H, S), [3]uint32{256, 1, 1}, bytes,
+	b.recordStruct(attnDecodeName(kb.typ), grid2(H, S), [3]uint32{256, 1, 1}, weights+int64(H)*cache,
 		uint64(part), uint64(olat), uint64(d.ptr), uint64(q.ptr), uint64(nope), uint64(freqs),
 		uint64(kv), uint64(nw), uint64(kvFreqs), uint64(k.layer(layer)), uint64(b.posDev()),
 		uint64(H)|uint64(S)<<32, f32bits(scale)|f32bits(eps)<<32, uint64(b.counters),
 		uint64(kb.ptr), uint64(kb.rowBytes), uint64(vb.ptr), uint64(vb.rowBytes), uint64(vdim))
-	if store != nil {
-		b.rawKV = store // kv keeps the raw row: kv_finish runs if it is read
-	}
 	return true
 }
 
-// mlaDecode records a one-token attention as one mla_decode launch
-// (kernels/attention.cu): what attnDecode's kernel does, with every cache
-// row read once for all heads on tensor cores. It serves from position
-// MLAFrom on where its scratch was made at load (allocMLA: an f16 cache on
-// sm_80 and later, up to 32 heads) and its grid fits on the GPU at once; it
-// reports false, recording nothing, elsewhere.
-func (b *Backend) mlaDecode(d, q *tensor, kb, vb *weight, k *kvCache, layer int, scale float32, freqs uintptr, store *pendingStore) bool {
-	m := b.mla
-	nope, H, vdim := kb.dim(0), kb.dim(2), vb.dim(1)
-	if b.NoFusion || q.rows != 1 || b.maxPos+1 < b.MLAFrom || m == nil || H > m.heads || !mlaServes(kb, vb) {
-		return false
-	}
-	if store != nil && store.layer != layer {
-		return false
-	}
-	name := fmt.Sprintf("mla_decode%d_%s_%s", m.mr/16, deviceTypes[kb.typ], deviceTypes[vb.typ])
-	if !b.mlaResident(name) {
-		return false
-	}
-	var kv, nw, kvFreqs uintptr
-	var eps float32
-	if store != nil {
-		kv, nw, kvFreqs, eps = store.kv, store.nw, store.freqs, store.eps
-	}
-	b.writes(d)
-	bytes := int64(H)*(int64(b.kvl)*kb.rowBytes+int64(vdim)*vb.rowBytes) + int64(b.maxPos+1)*int64(k.width)*k.esize
-	if b.rawKV != nil && store != nil { // an earlier raw row still unsettled (never, in the model's order)
-		b.settleKV(b.rawKV.span(), true)
-	}
-	b.recordStruct(name, grid1(m.grid), [3]uint32{256, 1, 1}, bytes,
-		uint64(q.ptr), uint64(nope), uint64(freqs), uint64(kv), uint64(nw), uint64(kvFreqs), uint64(k.layer(layer)), uint64(b.posDev()),
-		uint64(H)|f32bits(scale)<<32, f32bits(eps), uint64(kb.ptr), uint64(kb.rowBytes), uint64(vb.ptr), uint64(vb.rowBytes), uint64(vdim),
-		uint64(m.qh), uint64(m.part), uint64(m.ml), uint64(m.olat), uint64(d.ptr), uint64(b.counters+4*maxCounters))
-	b.withShared(m.shared)
-	if store != nil {
-		b.rawKV = store // kv keeps the raw row: kv_finish runs if it is read
-	}
-	return true
-}
-
-// mlaServes reports whether mla_decode has a kernel for these k_b and v_b.
-func mlaServes(kb, vb *weight) bool {
+// decodeServes reports whether attn_decode and mla_decode have kernels for
+// these k_b and v_b: Q4_0 or Q8_0 (the types mmv1 serves), the same for
+// both, and q_nope in whole blocks a block can round.
+func decodeServes(kb, vb *weight) bool {
 	nope := kb.dim(0)
 	return kb.typ == vb.typ && (kb.typ == quant.Q4_0 || kb.typ == quant.Q8_0) && nope%32 == 0 && nope <= 1024
+}
+
+// attnDecodeName is attn_decode's kernel for k_b and v_b of type t (one
+// decodeServes allows); constant strings, as it runs every layer of every
+// token.
+func attnDecodeName(t quant.Type) string {
+	if t == quant.Q8_0 {
+		return "attn_decode_T_Q8_0_T_Q8_0"
+	}
+	return "attn_decode_T_Q4_0_T_Q4_0"
 }
 
 // mlaBuffers is mla_decode's scratch, made at load and shared by every
@@ -763,7 +739,7 @@ type mlaBuffers struct {
 	shared   int // dynamic shared memory bytes
 	qh, part uintptr
 	ml, olat uintptr
-	resident map[string]bool
+	kernel   map[quant.Type]string // per k_b/v_b type, the kernel, where a block of it fits on an SM
 }
 
 // mlaStatic bounds mla_decode's static shared memory (kernels/attention.cu).
@@ -775,14 +751,16 @@ const mlaStatic = 12 << 10
 // tiles. It runs once, when the cache is made (after the weights).
 func (b *Backend) allocMLA() error {
 	H := 0
+	types := map[quant.Type]bool{}
 	byName := map[string]*weight{}
 	for _, w := range b.weights {
 		byName[w.name] = w
 	}
 	for name, kb := range byName {
 		layer, ok := strings.CutSuffix(name, "attn_k_b.weight")
-		if vb := byName[layer+"attn_v_b.weight"]; ok && vb != nil && len(kb.dims) == 3 && len(vb.dims) == 3 && mlaServes(kb, vb) {
+		if vb := byName[layer+"attn_v_b.weight"]; ok && vb != nil && len(kb.dims) == 3 && len(vb.dims) == 3 && decodeServes(kb, vb) {
 			H = max(H, kb.dim(2))
+			types[kb.typ] = true
 		}
 	}
 	if b.kv.esize != 2 || b.info.Major < 8 || b.kvl%128 != 0 || b.kvl > 1024 || b.kv.width%32 != 0 || H == 0 || H > 32 {
@@ -798,6 +776,16 @@ func (b *Backend) allocMLA() error {
 	if shared+mlaStatic > b.info.SharedPerBlockMax {
 		return nil
 	}
+	kernel := map[quant.Type]string{}
+	for t := range types {
+		name := fmt.Sprintf("mla_decode%d_%s_%s", mr/16, deviceTypes[t], deviceTypes[t])
+		if b.mlaResident(name, shared) {
+			kernel[t] = name
+		}
+	}
+	if len(kernel) == 0 {
+		return nil
+	}
 	sizes := []int64{int64(2 * mr * width * 2), int64(G * mr * b.kvl * 4), int64(G * mr * 2 * 4), int64(H * b.kvl * 4)}
 	var total int64
 	for _, n := range sizes {
@@ -809,7 +797,7 @@ func (b *Backend) allocMLA() error {
 	if err != nil {
 		return err
 	}
-	m := &mlaBuffers{grid: G, mr: mr, heads: H, shared: shared, resident: map[string]bool{}}
+	m := &mlaBuffers{grid: G, mr: mr, heads: H, shared: shared, kernel: kernel}
 	for i, dst := range []*uintptr{&m.qh, &m.part, &m.ml, &m.olat} {
 		*dst = p
 		p += uintptr((sizes[i] + 255) &^ 255)
@@ -818,26 +806,22 @@ func (b *Backend) allocMLA() error {
 	return nil
 }
 
-// mlaResident reports whether kernel name exists and a block of it fits
-// on an SM beside nothing else (its grid barriers wait for all its blocks).
-func (b *Backend) mlaResident(name string) bool {
-	m := b.mla
-	if ok, seen := m.resident[name]; seen {
-		return ok
-	}
+// mlaResident reports whether kernel name exists and a block of it, with
+// shared bytes of dynamic shared memory, fits on an SM beside nothing else
+// (its grid barriers wait for all its blocks).
+func (b *Backend) mlaResident(name string, shared int) bool {
 	fn, err := b.lookup(name)
 	if err == nil {
-		err = b.setShared(fn, m.shared)
+		err = b.setShared(fn, shared)
 	}
 	var n int32
 	if err == nil {
 		b.run(func() {
 			err = b.d.check("cuOccupancyMaxActiveBlocksPerMultiprocessor",
-				call(b.d.cuOccupancyMaxActiveBlocksPerMultiprocessor, uintptr(unsafe.Pointer(&n)), fn, 256, uintptr(m.shared)))
+				call(b.d.cuOccupancyMaxActiveBlocksPerMultiprocessor, uintptr(unsafe.Pointer(&n)), fn, 256, uintptr(shared)))
 		})
 	}
-	m.resident[name] = err == nil && n >= 1
-	return m.resident[name]
+	return err == nil && n >= 1
 }
 
 func elementGrid(rows, cols int) [3]uint32 { return grid2(min(ceilDiv(cols, 256), 1024), rows) }
@@ -886,10 +870,27 @@ func (b *Backend) fuseGateUp(d, g, u *tensor) bool {
 // mq parameters changed, and rewrites its arguments.
 func (b *Backend) relaunch(i int) {
 	l := &b.launches[i]
-	copy(b.args[l.a0:l.a0+l.n], l.mq.slots())
+	b.rewriteArgs(i)
 	name, grid, shmem := b.mqLaunch(l.mq)
 	l.fn, l.name, l.grid = b.function(name), name, grid
 	b.withSharedAt(i, shmem)
+}
+
+// rewriteArgs records launch i's product parameters again, after a fusion
+// changed them.
+func (b *Backend) rewriteArgs(i int) {
+	l := &b.launches[i]
+	copy(b.args[l.a0:l.a0+l.n], l.mq.slots())
+}
+
+// mmv1Of is launch i's product parameters where it is a live (not skipped)
+// mmv1 launch, the variant the fusions rewrite; nil elsewhere.
+func (b *Backend) mmv1Of(i int) *mq {
+	l := &b.launches[i]
+	if l.mq == nil || l.skip || !strings.HasPrefix(l.name, "mmv1_") {
+		return nil
+	}
+	return l.mq
 }
 
 // outSpan is what a one-token product writes: ny problems of N floats yY apart.
@@ -909,9 +910,8 @@ func (b *Backend) foldSharedGateUp() {
 		return
 	}
 	sh, down, routed := &b.launches[n-1], &b.launches[n-2], &b.launches[n-3]
-	ms, md, mr := sh.mq, down.mq, routed.mq
-	if ms == nil || md == nil || mr == nil || sh.skip || down.skip || routed.skip ||
-		!strings.HasPrefix(sh.name, "mmv1_") || !strings.HasPrefix(routed.name, "mmv1_") ||
+	ms, md, mr := b.mmv1Of(n-1), down.mq, b.mmv1Of(n-3)
+	if ms == nil || md == nil || mr == nil || down.skip ||
 		ms.ids != 0 || ms.w2 == 0 || ms.ny != 1 || ms.acc != 0 || ms.nr != 0 ||
 		mr.ids == 0 || mr.w2 == 0 || mr.nsum != 0 || mr.nr != 0 || mr.T != 1 || mr.acc != 0 ||
 		md.ids != mr.ids || md.nsum == 0 ||
@@ -939,9 +939,8 @@ func (b *Backend) foldSharedDown() {
 		return
 	}
 	sh, routed := &b.launches[n-1], &b.launches[n-2]
-	ms, mr := sh.mq, routed.mq
-	if ms == nil || mr == nil || sh.skip || routed.skip ||
-		!strings.HasPrefix(sh.name, "mmv1_") || !strings.HasPrefix(routed.name, "mmv1_") ||
+	ms, mr := b.mmv1Of(n-1), b.mmv1Of(n-2)
+	if ms == nil || mr == nil ||
 		ms.ids != 0 || ms.w2 != 0 || ms.ny != 1 || ms.acc != 1 || ms.nsum != 0 || ms.nw != 0 || ms.y2 != 0 ||
 		mr.ids == 0 || mr.nsum == 0 || mr.nr != 0 || mr.ny != 1 || mr.T != 1 || mr.acc != 0 || mr.y2 != 0 || mr.nw != 0 ||
 		ms.y != mr.y || ms.N != mr.N || outSpan(mr).overlaps(ms.in.srcSpan) ||
@@ -982,14 +981,14 @@ func (b *Backend) fuseAdd(d, s *tensor) bool {
 		return false
 	}
 	l := &b.launches[n-1]
-	m := l.mq
-	if m == nil || l.skip || !strings.HasPrefix(l.name, "mmv1_") || m.T != 1 || (m.acc != 1 && m.nsum == 0) || m.ny != 1 ||
+	m := b.mmv1Of(n - 1)
+	if m == nil || m.T != 1 || (m.acc != 1 && m.nsum == 0) || m.ny != 1 ||
 		m.y2 != 0 || m.y != s.ptr || int(m.N) != s.cols || spanOf(d).overlaps(spanOf(s)) ||
 		spanOf(d).overlaps(m.in.srcSpan) || spanOf(d).overlaps(m.inx) { // the product's blocks still read their inputs
 		return false
 	}
 	m.y2 = d.ptr
-	copy(b.args[l.a0:l.a0+l.n], m.slots())
+	b.rewriteArgs(n - 1)
 	l.bytes += int64(8 * d.cols)
 	b.writes(d)
 	return true

@@ -46,7 +46,7 @@ func (s *slot) Wait() int32 {
 
 // slotBytes is one slot's pinned words: four int32 and a drawArgs (8-byte
 // aligned in every slot).
-const slotBytes = 16 + 24
+const slotBytes = 16 + unsafe.Sizeof(drawArgs{})
 
 // takeSlot returns a free slot, allocating backend.MaxPending of them in
 // one pinned page the first time.
@@ -58,7 +58,7 @@ func (b *Backend) takeSlot() *slot {
 				return
 			}
 			for i := range backend.MaxPending {
-				at := b.slotPage + uintptr(slotBytes*i)
+				at := b.slotPage + slotBytes*uintptr(i)
 				s := &slot{b: b, host: (*[4]int32)(hostPtr(at)), draw: (*drawArgs)(hostPtr(at + 16))}
 				if err = b.d.check("cuEventCreate", call(b.d.cuEventCreate, uintptr(unsafe.Pointer(&s.ev)), 2)); err != nil { // CU_EVENT_DISABLE_TIMING
 					return
