@@ -103,6 +103,29 @@ func goldenTolerance(name string) (float64, bool) {
 	return tol, ok
 }
 
+// twoLayers writes a two-layer Q4_0 file at the preset's widths.
+func twoLayers(t *testing.T, preset string, seed uint64) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), preset+".gguf")
+	if _, _, err := synth.WriteFile(context.Background(), path, synth.Options{Preset: preset, Format: synth.Q4_0, Layers: 2, Seed: seed, Workers: 8}); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// generated is the tokens engine.Generate gives for req.
+func generated(t *testing.T, m engine.Model, req engine.Request) []int32 {
+	t.Helper()
+	var toks []int32
+	if _, err := engine.Generate(context.Background(), m, req, func(tk engine.Token) error {
+		toks = append(toks, tk.ID)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return toks
+}
+
 func maxAbs(v []float32) float64 {
 	m := 0.0
 	for _, x := range v {
@@ -539,13 +562,7 @@ func TestPipelinedGreedyGPU(t *testing.T) {
 				req.EOG = []int32{want[eos]}
 				eos = slices.Index(want, want[eos])
 			}
-			var got []int32
-			if _, err := engine.Generate(context.Background(), m, req, func(tk engine.Token) error {
-				got = append(got, tk.ID)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			got := generated(t, m, req)
 			if !slices.Equal(got, want[:eos]) {
 				t.Errorf("pipelined %v, host %v", got, want[:eos])
 			}
@@ -565,10 +582,7 @@ func TestRealWidthsFusedAsUnfused(t *testing.T) {
 	needGPU(t)
 	for _, preset := range []string{"deepseek-v2-lite", "glm-4.7-flash", "youtu-llm-2b"} {
 		t.Run(preset, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), preset+".gguf")
-			if _, _, err := synth.WriteFile(context.Background(), path, synth.Options{Preset: preset, Format: synth.Q4_0, Layers: 2, Seed: 1, Workers: 8}); err != nil {
-				t.Fatal(err)
-			}
+			path := twoLayers(t, preset, 1)
 			run := func(fusion bool) ([][]float32, uint64) {
 				lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 64})
 				if err != nil {

@@ -1,7 +1,6 @@
 package cuda_test
 
 import (
-	"context"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -129,19 +128,9 @@ func TestPipelinedDrawGPU(t *testing.T) {
 		if !m.CanDraw() {
 			t.Fatal("the CUDA backend cannot draw")
 		}
-		gen := func(m engine.Model) []int32 {
-			var toks []int32
-			req := engine.Request{Prompt: prompt, MaxTokens: 32, Sampler: o}
-			if _, err := engine.Generate(context.Background(), m, req, func(tk engine.Token) error {
-				toks = append(toks, tk.ID)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-			return toks
-		}
-		want := gen(hostSampled{m})
-		got := gen(m)
+		req := engine.Request{Prompt: prompt, MaxTokens: 32, Sampler: o}
+		want := generated(t, hostSampled{m}, req)
+		got := generated(t, m, req)
 		if !slices.Equal(got, want) {
 			t.Errorf("drawn on the device %v, on the host %v", got, want)
 		}

@@ -1,10 +1,8 @@
 package cuda_test
 
 import (
-	"context"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +12,6 @@ import (
 	"github.com/latent-ai/latent/backend/cuda"
 	"github.com/latent-ai/latent/model"
 	"github.com/latent-ai/latent/quant"
-	"github.com/latent-ai/latent/synth"
 )
 
 // mla_decode (all heads of a cache row on tensor cores, f16 queries and
@@ -30,10 +27,7 @@ func TestMLADecodeAgainstUnfused(t *testing.T) {
 	}{{"youtu-llm-2b", 40}, {"youtu-llm-2b", 700}, {"glm-4.7-flash", 700}, {"deepseek-v2-lite", 700}, {"youtu-llm-2b", 9000}} {
 		t.Run(c.preset+"/"+strconv.Itoa(c.prompt), func(t *testing.T) {
 			t.Setenv("LATENT_CACHE_TYPE", "f16")
-			path := filepath.Join(t.TempDir(), c.preset+".gguf")
-			if _, _, err := synth.WriteFile(context.Background(), path, synth.Options{Preset: c.preset, Format: synth.Q4_0, Layers: 2, Seed: 3, Workers: 8}); err != nil {
-				t.Fatal(err)
-			}
+			path := twoLayers(t, c.preset, 3)
 			rng := rand.New(rand.NewPCG(uint64(c.prompt), 7))
 			prompt := make([]int32, c.prompt)
 			for i := range prompt {
@@ -60,18 +54,11 @@ func TestMLADecodeAgainstUnfused(t *testing.T) {
 					}
 					steps = append(steps, slices.Clone(logits))
 				}
-				var names []string
-				kt, err := be.Profile(func() {
+				names := kernelsOf(t, be, func() {
 					if _, err := m.Forward([]int32{7}, false); err != nil {
 						t.Fatal(err)
 					}
 				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, k := range kt {
-					names = append(names, k.Name)
-				}
 				return steps, names
 			}
 			fused, names := run(true)
@@ -181,14 +168,7 @@ func mlaOp(t *testing.T, H, nope, vdim int, positions []int) {
 			return out
 		}
 		var fused []float32
-		kt, err := g.Profile(func() { fused = step(true) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, k := range kt {
-			names = append(names, k.Name)
-		}
+		names := kernelsOf(t, g, func() { fused = step(true) })
 		if !slices.ContainsFunc(names, func(k string) bool { return strings.HasPrefix(k, "mla_decode") }) || slices.Contains(names, "kv_finish") {
 			t.Fatalf("%d positions: want mla_decode doing kv_finish's work, got %v", n, names)
 		}
@@ -205,4 +185,18 @@ func mlaOp(t *testing.T, H, nope, vdim int, positions []int) {
 			t.Errorf("%d positions: per-head deviations %v, want median ≤ 1e-5 and all ≤ 5e-3", n, dev)
 		}
 	}
+}
+
+// kernelsOf is the names of the kernels pass launches.
+func kernelsOf(t *testing.T, be *cuda.Backend, pass func()) []string {
+	t.Helper()
+	kt, err := be.Profile(pass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, k := range kt {
+		names = append(names, k.Name)
+	}
+	return names
 }
