@@ -40,14 +40,14 @@ func newBenchCmd() *cobra.Command {
 				return fmt.Errorf("-p %d, -n %d: at most %d tokens each", o.Prefill, o.Decode, maxBenchTokens)
 			}
 			opts.Context = o.Need()
-			lm, path, err := loadWithin(cmd, args[0], opts, fmt.Sprintf("--depth %d + -p %d + -n %d = %d tokens",
+			lm, err := loadWithin(cmd, args[0], opts, fmt.Sprintf("--depth %d + -p %d + -n %d = %d tokens",
 				opts.Context-o.Prefill-o.Decode, o.Prefill, o.Decode, opts.Context))
 			if err != nil {
 				return err
 			}
 			defer lm.Close()
 			o.BytesPerToken = deepseek2.FootprintOf(lm.File, lm.Model.Config).DecodeBytes
-			res, err := bench.Run(lm.Model, lm.Backend, filepath.Base(path), o)
+			res, err := bench.Run(lm.Model, lm.Backend, filepath.Base(lm.File.Name), o)
 			if err != nil {
 				return err
 			}
@@ -71,18 +71,14 @@ func newBenchCmd() *cobra.Command {
 
 // loadWithin resolves and loads ref with a cache of opts.Context positions,
 // which the flags described by asked call for; past the model's trained
-// context, the error names those flags instead of the context. It returns
-// the model file's path too.
-func loadWithin(cmd *cobra.Command, ref string, opts model.Options, asked string) (*model.Loaded, string, error) {
+// context, the error names those flags instead of the context.
+func loadWithin(cmd *cobra.Command, ref string, opts model.Options, asked string) (*model.Loaded, error) {
 	lm, _, err := loadRef(cmd, ref, opts)
 	var trained *deepseek2.ErrContextTrained
 	if errors.As(err, &trained) {
-		return nil, "", fmt.Errorf("%s: %s, more than the model's trained context of %d", ref, asked, trained.Trained)
+		return nil, fmt.Errorf("%s: %s, more than the model's trained context of %d", ref, asked, trained.Trained)
 	}
-	if err != nil {
-		return nil, "", err
-	}
-	return lm, lm.File.Name, nil
+	return lm, err
 }
 
 // maxBenchTokens bounds -p, -n and each depth, so that their sum cannot

@@ -34,7 +34,7 @@ func newProfileCmd() *cobra.Command {
 			}
 			opts.Backend = "cuda"
 			opts.Context = depth + 2 // the depth, a step to warm up and the profiled one
-			lm, _, err := loadWithin(cmd, args[0], opts, fmt.Sprintf("--depth %d needs a context of %d tokens", depth, opts.Context))
+			lm, err := loadWithin(cmd, args[0], opts, fmt.Sprintf("--depth %d needs a context of %d tokens", depth, opts.Context))
 			if err != nil {
 				return err
 			}
