@@ -35,9 +35,8 @@ type pool struct {
 	wake   []chan struct{} // one per worker but the caller's
 	parked []atomic.Bool   // worker w waits on wake[w]
 	gen    atomic.Uint64   // bumped for each job (and at close)
-	busy   atomic.Int32    // workers other than the caller still in the job
+	busy   atomic.Int32    // workers other than the caller still in the job, + callerParked
 	done   chan struct{}   // the last worker out wakes a parked caller
-	caller atomic.Bool     // the caller waits on done
 	closed atomic.Bool
 	once   sync.Once
 
@@ -48,6 +47,12 @@ type pool struct {
 }
 
 const spinFor = 20 * time.Microsecond
+
+// callerParked, added to busy, says the caller waits on done. In the same
+// word as the count, so that the last worker's decrement also reads whether
+// to wake the caller: a flag of its own, read after the count reached 0,
+// could be the next job's caller's, woken before that job was done.
+const callerParked = 1 << 30
 
 func newPool(n int) *pool {
 	p := &pool{n: n, spin: n <= runtime.NumCPU(), wake: make([]chan struct{}, n), parked: make([]atomic.Bool, n), done: make(chan struct{}, 1)}
@@ -86,7 +91,7 @@ func (p *pool) loop(w int) {
 			return
 		}
 		p.work(w)
-		if p.busy.Add(-1) == 0 && p.caller.CompareAndSwap(true, false) {
+		if p.busy.Add(-1) == callerParked {
 			p.done <- struct{}{}
 		}
 	}
@@ -130,7 +135,7 @@ func (p *pool) run(n, grain int, j job) {
 	}
 	p.j, p.total, p.grain = j, int64(n), int64(grain)
 	p.next.Store(0)
-	p.busy.Store(int32(p.n - 1))
+	p.busy.Store(int32(p.n - 1)) // and callerParked, if the last job set it, cleared
 	p.gen.Add(1)
 	for w := 1; w < p.n; w++ {
 		if p.parked[w].CompareAndSwap(true, false) {
@@ -138,11 +143,9 @@ func (p *pool) run(n, grain int, j job) {
 		}
 	}
 	p.work(0)
-	if !p.until(func() bool { return p.busy.Load() == 0 }) {
-		p.caller.Store(true)
-		if p.busy.Load() != 0 || !p.caller.CompareAndSwap(true, false) {
-			<-p.done
-		}
+	// Parking with the count already at 0, no worker is left to send.
+	if !p.until(func() bool { return p.busy.Load() == 0 }) && p.busy.Add(callerParked) != callerParked {
+		<-p.done
 	}
 	p.j = nil
 }
