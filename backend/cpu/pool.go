@@ -99,17 +99,23 @@ func (p *pool) loop(w int) {
 
 // await returns the job generation once it is past seen. A worker parks by
 // setting parked[w]; whoever clears it (the worker itself on a late job, or
-// run) owns the wake-up, so no send is lost or left over.
+// run) owns the wake-up, so no send is lost or left over. A wake-up can be
+// for the job the worker has just done: run, still going through the
+// workers, finds it parked again after it took part. It parks once more.
 func (p *pool) await(w int, seen uint64) uint64 {
 	if p.until(func() bool { return p.gen.Load() != seen }) {
 		return p.gen.Load()
 	}
-	p.parked[w].Store(true)
-	if p.gen.Load() != seen && p.parked[w].CompareAndSwap(true, false) {
-		return p.gen.Load()
+	for {
+		p.parked[w].Store(true)
+		if p.gen.Load() != seen && p.parked[w].CompareAndSwap(true, false) {
+			return p.gen.Load()
+		}
+		<-p.wake[w]
+		if g := p.gen.Load(); g != seen {
+			return g
+		}
 	}
-	<-p.wake[w]
-	return p.gen.Load()
 }
 
 func (p *pool) close() {
