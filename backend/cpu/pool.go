@@ -34,7 +34,7 @@ type pool struct {
 	spin   bool            // whether waits spin before they park
 	wake   []chan struct{} // one per worker but the caller's
 	parked []atomic.Bool   // worker w waits on wake[w]
-	gen    atomic.Uint64   // bumped for each job (and at close)
+	gen    atomic.Uint64   // the job's generation and workers (see workersOf)
 	busy   atomic.Int32    // workers other than the caller still in the job, + callerParked
 	done   chan struct{}   // the last worker out wakes a parked caller
 	closed atomic.Bool
@@ -47,6 +47,13 @@ type pool struct {
 }
 
 const spinFor = 20 * time.Microsecond
+
+// gen holds a generation, bumped for each job (and at close), in its high
+// 32 bits and the job's number of workers, caller included, in its low 32:
+// workers 0..workersOf(gen)-1 and no more than the job has chunks, so that a
+// small job neither wakes nor waits for workers with nothing to take. One
+// word, so that no worker reads a job's generation with another's count.
+func workersOf(gen uint64) int { return int(uint32(gen)) }
 
 // callerParked, added to busy, says the caller waits on done. In the same
 // word as the count, so that the last worker's decrement also reads whether
@@ -82,13 +89,19 @@ func (p *pool) until(ready func() bool) bool {
 	}
 }
 
-// loop is worker w: for each new generation, its share of the job.
+// loop is worker w: for each new generation, its share of the job if the
+// job runs on it.
 func (p *pool) loop(w int) {
 	var seen uint64 // gen starts at 0; a job may come before this goroutine runs
 	for {
 		seen = p.await(w, seen)
 		if p.closed.Load() {
 			return
+		}
+		if w >= workersOf(seen) {
+			// Not counted in busy: the job may be over, and its fields
+			// another job's, by now.
+			continue
 		}
 		p.work(w)
 		if p.busy.Add(-1) == callerParked {
@@ -97,10 +110,11 @@ func (p *pool) loop(w int) {
 	}
 }
 
-// await returns the job generation once it is past seen. A worker parks by
-// setting parked[w]; whoever clears it (the worker itself on a late job, or
-// run) owns the wake-up, so no send is lost or left over. A wake-up can be
-// for the job the worker has just done: run, still going through the
+// await returns gen once it differs from seen. A worker parks by setting
+// parked[w]; whoever clears it (the worker itself on a late job, or run,
+// which clears it only for the job's workers: the others stay parked through
+// the job) owns the wake-up, so no send is lost or left over. A wake-up can
+// be for the job the worker has just done: run, still going through the
 // workers, finds it parked again after it took part. It parks once more.
 func (p *pool) await(w int, seen uint64) uint64 {
 	if p.until(func() bool { return p.gen.Load() != seen }) {
@@ -121,7 +135,7 @@ func (p *pool) await(w int, seen uint64) uint64 {
 func (p *pool) close() {
 	p.once.Do(func() {
 		p.closed.Store(true)
-		p.gen.Add(1)
+		p.gen.Add(1 << 32)
 		for _, c := range p.wake[1:] {
 			close(c)
 		}
@@ -129,21 +143,24 @@ func (p *pool) close() {
 }
 
 // run calls j.do over [0, n) in chunks of grain indices (at least 1) spread
-// over the workers, and returns when all are done. Not reentrant.
+// over at most one worker per chunk, and returns when all are done. Not
+// reentrant.
 func (p *pool) run(n, grain int, j job) {
 	if n <= 0 {
 		return
 	}
 	grain = max(grain, 1)
-	if p.n <= 1 || n <= grain {
+	parts := min(p.n, (n-1)/grain+1)
+	if parts <= 1 {
 		j.do(0, n, 0)
 		return
 	}
 	p.j, p.total, p.grain = j, int64(n), int64(grain)
 	p.next.Store(0)
-	p.busy.Store(int32(p.n - 1)) // and callerParked, if the last job set it, cleared
-	p.gen.Add(1)
-	for w := 1; w < p.n; w++ {
+	p.busy.Store(int32(parts - 1)) // and callerParked, if the last job set it, cleared
+	// Only run and close write gen, never at once: a load and a store will do.
+	p.gen.Store((p.gen.Load()>>32+1)<<32 | uint64(parts))
+	for w := 1; w < parts; w++ {
 		if p.parked[w].CompareAndSwap(true, false) {
 			p.wake[w] <- struct{}{}
 		}

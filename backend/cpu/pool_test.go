@@ -51,6 +51,30 @@ func TestPoolRunsEveryIndexOnce(t *testing.T) {
 	}
 }
 
+// A job of fewer chunks than workers runs on as many workers as it has
+// chunks, the caller among them; the others are left parked or spinning.
+func TestPoolUsesNoMoreWorkersThanChunks(t *testing.T) {
+	const threads = 8
+	p := newPool(threads)
+	defer p.close()
+	j := &sumJob{calls: make([]atomic.Int64, threads)}
+	for i := 0; i < 5000; i++ {
+		chunks := 2 + i%(threads-1)
+		if i%1000 == 999 {
+			time.Sleep(2 * spinFor)
+		}
+		for w := range j.calls {
+			j.calls[w].Store(0)
+		}
+		p.run(3*chunks, 3, j)
+		for w := chunks; w < threads; w++ {
+			if c := j.calls[w].Load(); c != 0 {
+				t.Fatalf("job %d of %d chunks: worker %d took %d of them", i, chunks, w, c)
+			}
+		}
+	}
+}
+
 // BenchmarkPool times one job of a few chunks of light work: what handing a
 // job out and waiting for it costs, with workers spinning (threads ≤ cores)
 // or parked (more threads than cores), and with more workers than chunks.
