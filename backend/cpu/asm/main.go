@@ -930,37 +930,67 @@ func q4KFloats(x, dd VecVirtual) VecVirtual {
 	return x
 }
 
+// kRows4 is the setup the four-row K-quant kernels (four rows by one
+// token) share: the rows, the four after them, the token and nb.
+type kRows4 struct {
+	name       string
+	rows, next [4]Mem
+	b0, nx     Register
+	tk         kToks
+	nb         Register
+}
+
+// kRows4Head emits the declaration of dot{typ}r4x1AVX2 (typ: "Q4_K", say)
+// and loads its setup.
+func kRows4Head(typ string) kRows4 {
+	k := kRows4{name: "dot" + typ + "r4x1AVX2"}
+	TEXT(k.name, NOSPLIT, "func(w *byte, wstride int, qs *int8, d *float32, bsums *int16, nb int, out *float32)")
+	Doc(fmt.Sprintf("%s writes out[r], the dot products of %s rows r = 0..3 (wstride bytes apart, nb super-blocks) with one token's Q8_K activations, in the float order of dot%sGo.", k.name, typ, typ[:2]+typ[3:]))
+	Pragma("noescape")
+	k.rows, k.next, k.b0, k.nx = fourRowsAndNext()
+	k.tk = loadKToks(1)
+	k.nb = Load(Param("nb"), GP64())
+	return k
+}
+
+// loop emits the loop over nb super-blocks of bytes bytes: per row r, the
+// same super-block of next[r] prefetched (the rows stream from memory),
+// then row(r, rows[r]); then after, unless nil.
+func (k kRows4) loop(bytes int, row func(r int, w Mem), after func()) {
+	blockLoop(k.name, k.nb, func() {
+		for r, w := range k.rows {
+			for o := 0; o < bytes; o += 64 {
+				PREFETCHT0(k.next[r].Offset(o))
+			}
+			row(r, w)
+		}
+		if after != nil {
+			after()
+		}
+	}, append(k.tk.steps(k.b0, bytes), step{k.nx, bytes})...)
+}
+
 // dotQ4KRows4AVX2 emits dotQ4_Kr4x1AVX2: four Q4_K rows (wstride bytes
 // apart) by one token, dotQ4_Kx1AVX2 with the rows in the lanes of the
 // epilogue: a super-block's four rows are independent chains the core
 // overlaps, and one reduction and one float sequence serve the four.
 func dotQ4KRows4AVX2(c kConsts) {
-	name := "dotQ4_Kr4x1AVX2"
-	TEXT(name, NOSPLIT, "func(w *byte, wstride int, qs *int8, d *float32, bsums *int16, nb int, out *float32)")
-	Doc(name + " writes out[r], the dot products of Q4_K rows r = 0..3 (wstride bytes apart, nb super-blocks) with one token's Q8_K activations, in the float order of dotQ4KGo.")
-	Pragma("noescape")
-	rows, next, b0, nx := fourRowsAndNext()
-	tk := loadKToks(1)
-	nb := Load(Param("nb"), GP64())
+	k := kRows4Head("Q4_K")
 	acc := XMM()
 	VXORPS(acc, acc, acc)
 
-	blockLoop(name, nb, func() {
-		sumi, summ := make([]VecVirtual, 4), make([]VecVirtual, 4)
-		for r, w := range rows {
-			for o := 0; o < 144; o += 64 {
-				PREFETCHT0(next[r].Offset(o))
-			}
-			si, sm := tk.q4Sums(w, c)
-			sumi[r], summ[r] = si[0], sm[0]
-		}
+	sumi, summ := make([]VecVirtual, 4), make([]VecVirtual, 4)
+	k.loop(144, func(r int, w Mem) {
+		si, sm := k.tk.q4Sums(w, c)
+		sumi[r], summ[r] = si[0], sm[0]
+	}, func() {
 		x := sumiSumm4(sumi, summ)
 		// The rows' f16 d and dmin, [d0, dmin0, d1, …], widened and
 		// ordered [d0..3 | dmin0..3].
 		g, dd := XMM(), YMM()
-		VMOVD(rows[0], g)
+		VMOVD(k.rows[0], g)
 		for r := 1; r < 4; r++ {
-			VPINSRD(U8(r), rows[r], g, g)
+			VPINSRD(U8(r), k.rows[r], g, g)
 		}
 		VCVTPH2PS(g, dd)
 		idx := YMM()
@@ -968,10 +998,10 @@ func dotQ4KRows4AVX2(c kConsts) {
 		VPERMPS(dd, idx, dd)
 		x = q4KFloats(x, dd)
 		da := XMM()
-		VBROADCASTSS(tk.d, da)
+		VBROADCASTSS(k.tk.d, da)
 		VMULPS(da, x.AsX(), x.AsX()) // d_a·(…)
 		VADDPS(x.AsX(), acc, acc)
-	}, append(tk.steps(b0, 144), step{nx, 144})...)
+	})
 
 	storeAndReturn([]VecVirtual{acc}, 16)
 }
@@ -1141,27 +1171,16 @@ func (tk kToks) q6Sums(w Mem, c kConsts, m32 VecVirtual, sumi []VecVirtual) {
 // apart) by one token, each row as dotQ6_Kx1AVX2 (its own eight float
 // lanes), prefetching the next four rows' super-block.
 func dotQ6KRows4AVX2(c kConsts) {
-	name := "dotQ6_Kr4x1AVX2"
-	TEXT(name, NOSPLIT, "func(w *byte, wstride int, qs *int8, d *float32, bsums *int16, nb int, out *float32)")
-	Doc(name + " writes out[r], the dot products of Q6_K rows r = 0..3 (wstride bytes apart, nb super-blocks) with one token's Q8_K activations, in the float order of dotQ6KGo.")
-	Pragma("noescape")
-	rows, next, b0, nx := fourRowsAndNext()
-	tk := loadKToks(1)
-	nb := Load(Param("nb"), GP64())
+	k := kRows4Head("Q6_K")
 	acc := zeroed(4, YMM)
 	m32 := YMM()
 	VMOVDQU(c.m32, m32)
 
-	blockLoop(name, nb, func() {
-		for r, w := range rows {
-			for o := 0; o < 210; o += 64 {
-				PREFETCHT0(next[r].Offset(o))
-			}
-			sumi := zeroed(1, YMM)
-			tk.q6Sums(w, c, m32, sumi)
-			tk.lanesEpilogue(broadcastF16(w.Offset(208)), sumi, acc[r:r+1])
-		}
-	}, append(tk.steps(b0, 210), step{nx, 210})...)
+	k.loop(210, func(r int, w Mem) {
+		sumi := zeroed(1, YMM)
+		k.tk.q6Sums(w, c, m32, sumi)
+		k.tk.lanesEpilogue(broadcastF16(w.Offset(208)), sumi, acc[r:r+1])
+	}, nil)
 
 	storeHsums(acc)
 }
