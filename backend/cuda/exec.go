@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/latent-ai/latent/backend"
 	"github.com/latent-ai/latent/quant"
 )
 
@@ -67,8 +68,12 @@ func (b *Backend) shapeDefines() string {
 		}
 	}
 	return fmt.Sprintf("#define CACHE_W %d\n#define KV_LORA %d\n#define CACHE_HALF %d\n#define MAX_K %d\n#define WEIGHT_TYPES(X) %s\n#define FAST_TYPES(X) %s\n",
-		b.kv.width, kvl, half, maxK, strings.Join(types, " "), strings.Join(fast, " "))
+		b.kv.width, kvl, half, maxK, strings.Join(types, " "), strings.Join(fast, " ")) + drawDefines
 }
+
+// drawDefines gives the draw kernels (kernels/basic.cu) the sizes the Go
+// side launches them with.
+var drawDefines = fmt.Sprintf("#define DRAW_SLICE %d\n#define DRAW_MERGE %d\n#define DRAW_MAX_K %d\n", drawSlice, drawMerge, backend.MaxDrawTopK)
 
 // compile builds (or reads from the disk cache) every module in parallel
 // and loads them on the device.

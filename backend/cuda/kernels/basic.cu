@@ -327,9 +327,9 @@ extern "C" __global__ void __launch_bounds__(1024) argmax(int* out, const float*
 // left; pick_draw merges them and does the sampler's arithmetic, and the
 // host sees 4 bytes instead of the logits.
 
-#define DRAW_SLICE 1024  // keys a pick_top block sorts (512 threads)
-#define DRAW_MERGE 4096  // keys pick_draw sorts in shared memory
-#define DRAW_MAX_K 256   // backend.MaxDrawTopK
+// The Go side defines DRAW_SLICE (keys a pick_top block sorts, with half
+// as many threads), DRAW_MERGE (keys pick_draw sorts in shared memory) and
+// DRAW_MAX_K (backend.MaxDrawTopK) from its own constants.
 
 typedef unsigned long long u64;
 
