@@ -566,8 +566,10 @@ func (b *Backend) CacheStore(c backend.Cache, layer int, src backend.Tensor) {
 			if s.rows == 1 { // attention right after may do it itself (attn_decode)
 				l := &b.launches[len(b.launches)-1]
 				l.skip = true
-				b.pendStore = &pendingStore{launch: len(b.launches) - 1, layer: layer, kv: s.ptr, width: k.width, nw: nw, eps: eps, freqs: freqs,
-					args: append([]uint64(nil), b.args[l.a0:l.a0+l.n]...)}
+				p := b.freeStore()
+				*p = pendingStore{launch: len(b.launches) - 1, layer: layer, kv: s.ptr, width: k.width, nw: nw, eps: eps, freqs: freqs,
+					args: append(p.args[:0], b.args[l.a0:l.a0+l.n]...)}
+				b.pendStore = p
 			}
 			return
 		}
@@ -648,6 +650,18 @@ type pendingStore struct {
 	nw, freqs     uintptr
 	eps           float32
 	args          []uint64 // kv_finish's arguments, to record it again
+}
+
+// freeStore is one of the backend's pendingStores that is neither pending
+// nor left raw (at most those two are live), so that recording a token's
+// layers allocates none.
+func (b *Backend) freeStore() *pendingStore {
+	for i := range b.stores {
+		if p := &b.stores[i]; p != b.pendStore && p != b.rawKV {
+			return p
+		}
+	}
+	panic("cuda: internal: no free pending store")
 }
 
 // span is the kv row the store normalises and rotates.
