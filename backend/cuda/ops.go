@@ -405,7 +405,11 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 		}
 		gx := min(ceilDiv(int(m.N), 8*(32/lpr)*g), ceilDiv(resident, m.ny))
 		name = b.mmv1Name(g, jc, nw-1, m.typ)
-		return name, grid3(gx, m.ny, 1), nk * int(m.K+8*(m.K/32))
+		shmem = nk * int(m.K+8*(m.K/32))
+		if m.xsrc != 0 && m.nw != 0 { // and the norm's weights, from a 16-byte boundary
+			shmem = (shmem+15)&^15 + 4*int(m.K)
+		}
+		return name, grid3(gx, m.ny, 1), shmem
 	}
 	rpw := 1
 	if m.typ != quant.Q4_0 && m.typ != quant.Q8_0 {

@@ -529,12 +529,6 @@ __device__ __forceinline__ void grid_sync(unsigned* bar, unsigned k) {
     __syncthreads();
 }
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
-    const u32 d = (u32)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 __device__ __forceinline__ void ldsm_x4(u32* r, const void* p) {
     const u32 a = (u32)__cvta_generic_to_shared(p);

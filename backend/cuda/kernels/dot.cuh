@@ -18,6 +18,16 @@ __device__ __forceinline__ int lanes_for(int nb) {
     return lpr;
 }
 
+// cp.async (sm_80 and later): 16 bytes from global to shared memory
+// without passing through registers (ok false: zeros instead); a commit
+// closes a group, a wait leaves at most N groups in flight.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
+    const u32 d = (u32)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
 __device__ __forceinline__ int4 ldw4(const void* p) {
     int4 r;
     asm volatile("ld.global.nc.L1::no_allocate.v4.s32 {%0,%1,%2,%3}, [%4];"

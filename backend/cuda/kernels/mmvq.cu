@@ -515,20 +515,40 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     int k = 0, ch = 0;
     Frag<TY, G, JC, NW> cur;
     if (grp < ngroups) load(cur, grp, 0, 0);
-    if (!p.ids) pdl_entry();
 
-    // the input rows, rounded to Q8_0 blocks in shared memory: quants, scales, sums
+    // the input rows, rounded to Q8_0 blocks in shared memory: quants,
+    // scales, sums; then the norm's weights (see below)
     extern __shared__ __align__(16) u8 smem[];
     __shared__ float red[32];
     i8* sq = (i8*)smem;
     float* sd = (float*)(smem + nk * K);
     int* sa = (int*)(smem + nk * K + 4 * nk * nb);
+    // The norm's weights are constant too: copied into shared memory while
+    // the kernel before finishes, they are not an L2 round trip after the
+    // sum of squares (mqLaunch gives the room).
+    const float* nw = p.nw;
+#if __CUDA_ARCH__ >= 800
+    if (p.xsrc && p.nw && ((unsigned long long)p.nw & 15) == 0) {
+        float* snw = (float*)(smem + ((nk * K + 8 * nk * nb + 15) & ~15));
+        for (int i = threadIdx.x; i < K / 4; i += blockDim.x) cp_async16(snw + 4 * i, p.nw + 4 * i, true);
+        cp_async_commit();
+        nw = snw;
+    }
+#endif
+    if (!p.ids) pdl_entry();
+
     if (p.xsrc) {
+#if __CUDA_ARCH__ >= 800
+        if (nw != p.nw) {
+            cp_async_wait<0>();
+            __syncthreads();
+        }
+#endif
         for (int kk = 0; kk < nk; kk++) {
             const int pk = p.nsum ? py * nk + kk : py;
             const i64 R = (pk / p.xDiv) * p.xY;
             const float* src = extra(kk) >= 0 ? p.xsrcx : p.xsrc + (R / p.xS) * p.xrs + (R % p.xS) * p.xseg;
-            round_row_q8(src, K, p.nw, p.eps, sq + kk * K, sd + kk * nb, sa + kk * nb, red);
+            round_row_q8(src, K, nw, p.eps, sq + kk * K, sd + kk * nb, sa + kk * nb, red);
         }
     } else {  // rounded by quant_act (unfused operations): copy it in, adding the sums
         for (int i = threadIdx.x; i < nk * nb; i += blockDim.x) {
