@@ -529,7 +529,6 @@ __device__ __forceinline__ void grid_sync(unsigned* bar, unsigned k) {
     __syncthreads();
 }
 
-
 __device__ __forceinline__ void ldsm_x4(u32* r, const void* p) {
     const u32 a = (u32)__cvta_generic_to_shared(p);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
