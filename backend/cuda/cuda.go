@@ -68,7 +68,7 @@ type Backend struct {
 	// a one-token kv_finish that the next attention may absorb, and one
 	// that attention absorbed, leaving its kv row raw
 	pendStore, rawKV *pendingStore
-	stores           [3]pendingStore // what pendStore and rawKV point into (freeStore)
+	stores           [2]pendingStore // what pendStore and rawKV point into (freeStore)
 	kvl              int             // latent width (kv_lora) of the cache rows
 	qcache           []quantEntry
 

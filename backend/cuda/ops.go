@@ -656,9 +656,9 @@ type pendingStore struct {
 	args          []uint64 // kv_finish's arguments, to record it again
 }
 
-// freeStore is one of the backend's pendingStores that is neither pending
-// nor left raw (at most those two are live), so that recording a token's
-// layers allocates none.
+// freeStore is one of the backend's pendingStores that attention has not
+// left raw (CacheStore asks after record cleared any pending one), so that
+// recording a token's layers allocates none.
 func (b *Backend) freeStore() *pendingStore {
 	for i := range b.stores {
 		if p := &b.stores[i]; p != b.pendStore && p != b.rawKV {
@@ -711,8 +711,13 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 	b.writes(d)
 	weights := int64(H) * (int64(b.kvl)*kb.rowBytes + int64(vdim)*vb.rowBytes)
 	cache := int64(b.maxPos+1) * int64(k.width) * k.esize
-	if m := b.mla; m != nil && b.maxPos+1 >= b.MLAFrom && H <= m.heads && m.kernel[kb.typ] != "" {
-		b.recordStruct(m.kernel[kb.typ], grid1(m.grid), [3]uint32{256, 1, 1}, weights+cache,
+	m := b.mla
+	mla := ""
+	if m != nil && b.maxPos+1 >= b.MLAFrom && H <= m.heads {
+		mla = m.kernel[kb.typ]
+	}
+	if mla != "" {
+		b.recordStruct(mla, grid1(m.grid), [3]uint32{256, 1, 1}, weights+cache,
 			uint64(q.ptr), uint64(nope), uint64(freqs), uint64(kv), uint64(nw), uint64(kvFreqs), uint64(k.layer(layer)), uint64(b.posDev()),
 			uint64(H)|f32bits(scale)<<32, f32bits(eps), uint64(kb.ptr), uint64(kb.rowBytes), uint64(vb.ptr), uint64(vb.rowBytes), uint64(vdim),
 			uint64(m.qh), uint64(m.part), uint64(m.ml), uint64(m.olat), uint64(d.ptr), uint64(b.counters+barrierOffset))
@@ -752,7 +757,7 @@ func attnDecodeName(t quant.Type) string {
 // layer's launch (one runs at a time): the f16 queries, the splits' states,
 // the merged latents; and the kernel's launch shape.
 type mlaBuffers struct {
-	grid, mr int // blocks (one per SM, at most 256: the grid barriers need all resident); query rows, 16·⌈heads/16⌉
+	grid     int // blocks (one per SM, at most 256: the grid barriers need all resident)
 	heads    int
 	shared   int // dynamic shared memory bytes
 	qh, part uintptr
@@ -815,7 +820,7 @@ func (b *Backend) allocMLA() error {
 	if err != nil {
 		return err
 	}
-	m := &mlaBuffers{grid: G, mr: mr, heads: H, shared: shared, kernel: kernel}
+	m := &mlaBuffers{grid: G, heads: H, shared: shared, kernel: kernel}
 	for i, dst := range []*uintptr{&m.qh, &m.part, &m.ml, &m.olat} {
 		*dst = p
 		p += uintptr((sizes[i] + 255) &^ 255)
