@@ -23,16 +23,17 @@ type Model interface {
 // sampler's answer is the plain argmax (SamplerOptions.PlainGreedy).
 type Greedy interface {
 	// ForwardArgmax runs tokens like Forward and returns the index of the
-	// last token's largest logit, the first on ties (Argmax's rules).
+	// last token's largest logit, the first on ties (backend.Argmax's rules).
 	ForwardArgmax(tokens []int32) (int32, error)
 }
 
 // Pipelined is a Greedy model that can queue a pass before the host knows
-// its token. Generate uses it for plain greedy decoding: it queues the pass
-// over token N, then checks token N for the end of the output, then waits
-// for token N+1; a queued pass that turns out not to be needed is waited
-// for and cut off the cache (Truncate), so the output and the cache are
-// those of one ForwardArgmax after another.
+// its token. Generate uses it for plain greedy decoding (and, through
+// Drawing, for drawn tokens): it queues the pass over token N, then checks
+// token N for the end of the output, then waits for token N+1; a queued
+// pass that turns out not to be needed is waited for and cut off the cache
+// (Truncate), so the output and the cache are those of one ForwardArgmax
+// after another.
 type Pipelined interface {
 	Greedy
 	// StartArgmax is ForwardArgmax returning once the pass is queued; the

@@ -69,7 +69,7 @@ func (o SamplerOptions) Validate() error {
 // PlainGreedy reports whether a sampler with these options always picks the
 // largest logit (temperature ≤ 0 and no repetition penalty), so that only
 // the argmax is needed. Its rules differ from the sampler's only for logits
-// whose first value is NaN (Argmax then gives 0): a broken model either way.
+// whose first value is NaN (backend.Argmax then gives 0): a broken model either way.
 func (o SamplerOptions) PlainGreedy() bool {
 	return o.Temperature <= 0 && !o.penalizes()
 }

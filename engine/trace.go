@@ -27,8 +27,8 @@ type Step struct {
 // feed[i] when given, else the argmax of the previous logits, so a comparison
 // with another implementation cannot drift apart at a near-tie.
 func RunTrace(m Model, prompt []int32, steps int, feed []int32) (*Trace, error) {
-	if len(prompt) == 0 {
-		return nil, fmt.Errorf("trace: the prompt is empty")
+	if err := CheckPrompt(prompt, m.Vocab(), m.Context(), steps); err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
 	}
 	if len(feed) > steps {
 		return nil, fmt.Errorf("trace: %d fed tokens for %d steps", len(feed), steps)
