@@ -19,8 +19,8 @@ type Options struct {
 	// Progress, when set, is called as the file's tensors are handed to the
 	// backend (uploaded to a GPU, repacked for the CPU) with the bytes done
 	// so far and the bytes of all the file's tensors. Tensors the network
-	// does not use as they are (a next-token-prediction layer, an older
-	// file's combined attn_kv_b, split at load) leave done short of total.
+	// does not use (a next-token-prediction layer) leave done short of
+	// total.
 	Progress func(done, total int64)
 }
 
@@ -55,37 +55,36 @@ func NewBackend(name string, threads int) (backend.Backend, error) {
 	case threads > MaxThreads:
 		return nil, fmt.Errorf("threads: %d is more than %d (0: one per core)", threads, MaxThreads)
 	}
-	switch name {
-	case "cpu":
+	if name != "cpu" && name != "cuda" && name != "" && name != "auto" {
+		return nil, fmt.Errorf("unknown backend %q (available: auto, cpu, cuda)", name)
+	}
+	// a bad setting of a backend that may run is an error (auto: either)
+	if name != "cuda" {
 		if err := cpu.CheckEnv(); err != nil {
 			return nil, err
 		}
-		return cpu.New(threads), nil
-	case "cuda":
+	}
+	if name != "cpu" {
 		if err := cuda.CheckEnv(); err != nil {
 			return nil, err
 		}
+	}
+	switch name {
+	case "cpu":
+		return cpu.New(threads), nil
+	case "cuda":
 		be, err := cuda.New(0)
 		if err != nil {
 			return nil, fmt.Errorf("cuda backend: %w; or use --backend cpu", err)
 		}
 		return be, nil
-	case "", "auto":
-		// Either backend may run, so a bad setting of either is an error.
-		if err := cpu.CheckEnv(); err != nil {
-			return nil, err
-		}
-		if err := cuda.CheckEnv(); err != nil {
-			return nil, err
-		}
-		if cuda.Available() == nil {
-			if be, err := cuda.New(0); err == nil {
-				return be, nil
-			}
-		}
-		return cpu.New(threads), nil
 	}
-	return nil, fmt.Errorf("unknown backend %q (available: auto, cpu, cuda)", name)
+	if cuda.Available() == nil {
+		if be, err := cuda.New(0); err == nil {
+			return be, nil
+		}
+	}
+	return cpu.New(threads), nil
 }
 
 // Load opens path and loads its network.
