@@ -33,14 +33,6 @@ func newLoadMeter(w io.Writer) *loadMeter {
 	return &loadMeter{w: w}
 }
 
-// loadFile loads the model file at path, drawing the meter on stderr while
-// its weights go to the backend.
-func loadFile(cmd *cobra.Command, path string, opts model.Options) (*model.Loaded, error) {
-	loadOpts, clearMeter := startLoadMeter(cmd, opts)
-	defer clearMeter()
-	return model.Load(path, loadOpts)
-}
-
 // startLoadMeter is opts reporting to a meter on stderr, and the function
 // that clears the meter's line once the load returns.
 func startLoadMeter(cmd *cobra.Command, opts model.Options) (model.Options, func()) {

@@ -170,7 +170,9 @@ func loadRef(cmd *cobra.Command, ref string, opts model.Options) (*model.Loaded,
 		return nil, 0, err
 	}
 	start := time.Now()
-	lm, err := loadFile(cmd, path, opts)
+	loadOpts, clearMeter := startLoadMeter(cmd, opts)
+	lm, err := model.Load(path, loadOpts)
+	clearMeter()
 	if err != nil {
 		return nil, 0, err
 	}
