@@ -63,11 +63,16 @@ func (b *binder) get(name string, dims ...int) backend.Weight {
 		b.err = err
 		return nil
 	}
-	b.done += int64(len(data))
+	b.handed(int64(len(data)))
+	return w
+}
+
+// handed counts n more of the file's bytes as handed to the backend.
+func (b *binder) handed(n int64) {
+	b.done += n
 	if b.progress != nil {
 		b.progress(b.done)
 	}
-	return w
 }
 
 // opt binds a tensor if the file has it.
@@ -174,7 +179,9 @@ func (b *binder) splitKVB(c *Config, p string) (kb, vb backend.Weight) {
 		}
 		copy(v[h*V*L:(h+1)*V*L], all[base+N*L:base+(N+V)*L])
 	}
-	return b.f32(p+"attn_k_b.weight", k, N, L, H), b.f32(p+"attn_v_b.weight", v, L, V, H)
+	kb, vb = b.f32(p+"attn_k_b.weight", k, N, L, H), b.f32(p+"attn_v_b.weight", v, L, V, H)
+	b.handed(int64(len(b.f.TensorData(t))))
+	return kb, vb
 }
 
 // ropeOf is the rotation in both forms: ggml_rope_ext's parameters as
