@@ -217,42 +217,43 @@ func TestGenerateCancel(t *testing.T) {
 func TestGenerateErrors(t *testing.T) {
 	boom := errors.New("boom")
 	tests := []struct {
-		name  string
-		f     *fakeModel
-		req   Request
-		emit  func(Token) error
-		want  string
-		is    error
-		calls int // Forward calls made before the error
+		name    string
+		f       *fakeModel
+		req     Request
+		emit    func(Token) error
+		want    string
+		is      error
+		calls   int  // Forward calls made before the error
+		tooLong bool // the error wraps a *PromptError with TooLong, as CheckPrompt reports it
 	}{
 		{"prompt beyond the context", &fakeModel{vocab: 16, ctx: 4}, Request{Prompt: []int32{1, 2, 3, 4, 5}},
-			nil, "generate: the prompt has 5 tokens, more than fit in the context of 4", nil, 0},
-		{"empty prompt", &fakeModel{vocab: 16, ctx: 4}, Request{}, nil, "generate: the prompt is empty", nil, 0},
+			nil, "generate: the prompt has 5 tokens, more than fit in the context of 4", nil, 0, true},
+		{"empty prompt", &fakeModel{vocab: 16, ctx: 4}, Request{}, nil, "generate: the prompt is empty", nil, 0, false},
 		{"token beyond the vocabulary", &fakeModel{vocab: 16, ctx: 4}, Request{Prompt: []int32{1, 16}},
-			nil, "prompt token 16 is outside the vocabulary of 16", nil, 0},
-		{"negative token", &fakeModel{vocab: 16, ctx: 4}, Request{Prompt: []int32{-1}}, nil, "prompt token -1 is outside", nil, 0},
+			nil, "prompt token 16 is outside the vocabulary of 16", nil, 0, false},
+		{"negative token", &fakeModel{vocab: 16, ctx: 4}, Request{Prompt: []int32{-1}}, nil, "prompt token -1 is outside", nil, 0, false},
 		{"empty stop sequence", &fakeModel{vocab: 16, ctx: 4}, Request{Prompt: []int32{1}, Stop: [][]int32{{3}, {}}},
-			nil, "stop sequence 2 is empty", nil, 0},
+			nil, "stop sequence 2 is empty", nil, 0, false},
 		{"sampler options", &fakeModel{vocab: 16, ctx: 4}, Request{Prompt: []int32{1}, Sampler: SamplerOptions{TopP: 2}},
-			nil, "top-p 2 is outside [0, 1]", nil, 0},
+			nil, "top-p 2 is outside [0, 1]", nil, 0, false},
 		{"emit fails", &fakeModel{vocab: 16, ctx: 64, script: []int32{5, 6, 7}}, Request{Prompt: []int32{1}},
 			func(t Token) error {
 				if t.ID == 6 {
 					return boom
 				}
 				return nil
-			}, "boom", boom, 2},
+			}, "boom", boom, 2, false},
 		{"emit fails on a flush", &fakeModel{vocab: 16, ctx: 64, script: []int32{5, 6}}, Request{Prompt: []int32{1}, MaxTokens: 2, Stop: [][]int32{{6, 7}}},
 			func(t Token) error {
 				if t.ID == 6 {
 					return boom
 				}
 				return nil
-			}, "boom", boom, 2},
+			}, "boom", boom, 2, false},
 		{"prefill fails", &fakeModel{vocab: 16, ctx: 64, failAt: 1, forwardErr: boom}, Request{Prompt: []int32{1, 2}},
-			nil, "prefill of 2 tokens: boom", boom, 1},
+			nil, "prefill of 2 tokens: boom", boom, 1, false},
 		{"decode fails", &fakeModel{vocab: 16, ctx: 64, script: []int32{5, 6, 7}, failAt: 3, forwardErr: boom}, Request{Prompt: []int32{1}},
-			nil, "decode step 2: boom", boom, 3},
+			nil, "decode step 2: boom", boom, 3, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -266,6 +267,9 @@ func TestGenerateErrors(t *testing.T) {
 			}
 			if tc.is != nil && !errors.Is(err, tc.is) {
 				t.Errorf("error %v does not wrap %v", err, tc.is)
+			}
+			if pe := (*PromptError)(nil); tc.tooLong && (!errors.As(err, &pe) || !pe.TooLong) {
+				t.Errorf("error %v (%T), want one wrapping a too-long *PromptError", err, err)
 			}
 			if res != nil {
 				t.Errorf("result %+v with the error", res)
@@ -315,14 +319,6 @@ func TestCheckPrompt(t *testing.T) {
 				t.Errorf("too long %v %q, want %v containing %q", pe.TooLong, pe.Error(), tc.tooLong, tc.want)
 			}
 		})
-	}
-
-	// Generate reports the same errors, wrapped, before any forward pass.
-	f := &fakeModel{vocab: 16, ctx: 4}
-	_, err := Generate(context.Background(), f, Request{Prompt: []int32{1, 2, 3, 4, 5}}, func(Token) error { return nil })
-	var pe *PromptError
-	if !errors.As(err, &pe) || !pe.TooLong || len(f.calls) != 0 {
-		t.Errorf("Generate: error %v, %d forward calls; want a too-long *PromptError and none", err, len(f.calls))
 	}
 }
 

@@ -24,41 +24,55 @@ func TestBadInputs(t *testing.T) {
 	m := goldenModel(t, "tiny-glm-f32.gguf", 64)
 	ts := startServer(t, Config{Model: m})
 	long := strings.Repeat("word ", 200)
+	ids := func(n int, id string) string { // a completion of one token after n copies of id
+		return `{"max_tokens":1,"prompt":[` + strings.TrimSuffix(strings.Repeat(id+",", n), ",") + `]}`
+	}
 	tests := []struct {
 		name, path, body string
-		status           int
+		status           int    // 200: no error object
 		param            string // OpenAI's param, when one field is at fault
 		says             string // in the message
+		code             string // OpenAI's code, when set
+		exact            bool   // param and code as given, "" meaning absent
 	}{
-		{"malformed JSON", "/v1/chat/completions", `{"messages": [`, 400, "", "malformed JSON"},
-		{"not JSON", "/v1/chat/completions", `hello`, 400, "", "malformed JSON"},
-		{"empty body", "/v1/chat/completions", ``, 400, "", "empty"},
-		{"array body", "/v1/chat/completions", `[1,2]`, 400, "", "JSON object"},
-		{"messages a string", "/v1/chat/completions", `{"messages":"hi"}`, 400, "messages", "messages must be an array, not a string"},
-		{"temperature a string", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"temperature":"hot"}`, 400, "temperature", "must be a number"},
-		{"max_tokens a float", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1.5}`, 400, "max_tokens", "must be an integer"},
-		{"stream a string", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stream":"yes"}`, 400, "stream", "must be a boolean"},
-		{"role a number", "/v1/chat/completions", `{"messages":[{"role":1,"content":"hi"}]}`, 400, "messages.role", "must be a string"},
-		{"content a number", "/v1/chat/completions", `{"messages":[{"role":"user","content":5}]}`, 400, "messages[0].content", "not a number"},
-		{"stop a number", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stop":5}`, 400, "stop", "string or an array"},
-		{"stop too long", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stop":["x","` + strings.Repeat("y", 1025) + `"]}`, 400, "stop", "stop[1] is 1025 bytes long; at most 1024"},
-		{"empty messages", "/v1/chat/completions", `{"messages":[]}`, 400, "messages", "at least one message"},
-		{"no messages", "/v1/chat/completions", `{"model":"x"}`, 400, "messages", "missing"},
-		{"unknown role", "/v1/chat/completions", `{"messages":[{"role":"wizard","content":"hi"}]}`, 400, "messages[0].role", `"wizard" is not one of`},
-		{"missing role", "/v1/chat/completions", `{"messages":[{"content":"hi"}]}`, 400, "messages[0].role", "missing"},
-		{"image part", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, "messages[0].content", "only text"},
-		{"n = 2", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"n":2}`, 400, "n", "n = 1"},
-		{"temperature too high", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"temperature":3}`, 400, "temperature", "outside [0, 2]"},
-		{"top_p too high", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"top_p":1.5}`, 400, "top_p", "outside [0, 1]"},
-		{"max_tokens zero", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":0}`, 400, "max_tokens", "at least 1"},
-		{"json response format", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}`, 400, "response_format", "not supported"},
-		{"prompt longer than the context", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + long + `"}]}`, 400, "", "more than fit in the context of 64"},
-		{"completion without prompt", "/v1/completions", `{"max_tokens":3}`, 400, "prompt", "missing"},
-		{"completion of two prompts", "/v1/completions", `{"prompt":["a","b"]}`, 400, "prompt", "2 prompts"},
-		{"completion prompt an object", "/v1/completions", `{"prompt":{"a":1}}`, 400, "prompt", "must be a string"},
-		{"completion token outside the vocabulary", "/v1/completions", `{"prompt":[1, 5000]}`, 400, "prompt", "outside the vocabulary"},
-		{"completion too long", "/v1/completions", `{"prompt":"` + long + `"}`, 400, "", "tokens, more than fit in the context of 64"},
-		{"unknown endpoint", "/v1/embeddings", `{}`, 404, "", "no endpoint"},
+		{"malformed JSON", "/v1/chat/completions", `{"messages": [`, 400, "", "malformed JSON", "", false},
+		{"not JSON", "/v1/chat/completions", `hello`, 400, "", "malformed JSON", "", false},
+		{"empty body", "/v1/chat/completions", ``, 400, "", "empty", "", false},
+		{"array body", "/v1/chat/completions", `[1,2]`, 400, "", "JSON object", "", false},
+		{"messages a string", "/v1/chat/completions", `{"messages":"hi"}`, 400, "messages", "messages must be an array, not a string", "", false},
+		{"temperature a string", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"temperature":"hot"}`, 400, "temperature", "must be a number", "", false},
+		{"max_tokens a float", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1.5}`, 400, "max_tokens", "must be an integer", "", false},
+		{"stream a string", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stream":"yes"}`, 400, "stream", "must be a boolean", "", false},
+		{"role a number", "/v1/chat/completions", `{"messages":[{"role":1,"content":"hi"}]}`, 400, "messages.role", "must be a string", "", false},
+		{"content a number", "/v1/chat/completions", `{"messages":[{"role":"user","content":5}]}`, 400, "messages[0].content", "not a number", "", false},
+		{"stop a number", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stop":5}`, 400, "stop", "string or an array", "", false},
+		{"stop too long", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stop":["x","` + strings.Repeat("y", 1025) + `"]}`, 400, "stop", "stop[1] is 1025 bytes long; at most 1024", "", false},
+		{"empty messages", "/v1/chat/completions", `{"messages":[]}`, 400, "messages", "at least one message", "", false},
+		{"no messages", "/v1/chat/completions", `{"model":"x"}`, 400, "messages", "missing", "", false},
+		{"unknown role", "/v1/chat/completions", `{"messages":[{"role":"wizard","content":"hi"}]}`, 400, "messages[0].role", `"wizard" is not one of`, "", false},
+		{"missing role", "/v1/chat/completions", `{"messages":[{"content":"hi"}]}`, 400, "messages[0].role", "missing", "", false},
+		{"image part", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, "messages[0].content", "only text", "", false},
+		{"n = 2", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"n":2}`, 400, "n", "n = 1", "", false},
+		{"temperature too high", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"temperature":3}`, 400, "temperature", "outside [0, 2]", "", false},
+		{"top_p too high", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"top_p":1.5}`, 400, "top_p", "outside [0, 1]", "", false},
+		{"max_tokens zero", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":0}`, 400, "max_tokens", "at least 1", "", false},
+		{"json response format", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}`, 400, "response_format", "not supported", "", false},
+		{"prompt longer than the context", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + long + `"}]}`, 400, "", "more than fit in the context of 64", "", false},
+		{"completion without prompt", "/v1/completions", `{"max_tokens":3}`, 400, "prompt", "missing", "", false},
+		{"completion of two prompts", "/v1/completions", `{"prompt":["a","b"]}`, 400, "prompt", "2 prompts", "", false},
+		{"completion prompt an object", "/v1/completions", `{"prompt":{"a":1}}`, 400, "prompt", "must be a string", "", false},
+		{"completion token outside the vocabulary", "/v1/completions", `{"prompt":[1, 5000]}`, 400, "prompt", "outside the vocabulary", "", false},
+		{"completion too long", "/v1/completions", `{"prompt":"` + long + `"}`, 400, "", "tokens, more than fit in the context of 64", "", false},
+		// Around each limit that engine.CheckPrompt enforces, with the
+		// server's room for the answer.
+		{"room for one token", "/v1/completions", ids(63, "1"), 200, "", "", "", true},
+		{"prompt fills the context", "/v1/completions", ids(64, "1"), 400, "",
+			"the prompt has 64 tokens, more than fit in the context of 64 (leave room for the answer, or serve with a larger --ctx)", "context_length_exceeded", true},
+		{"prompt beyond the context", "/v1/completions", ids(65, "1"), 400, "", "the prompt has 65 tokens", "context_length_exceeded", true},
+		{"the last token of the vocabulary", "/v1/completions", ids(2, "1023"), 200, "", "", "", true},
+		{"token beyond the vocabulary", "/v1/completions", ids(2, "1024"), 400, "prompt", "prompt token 1024 is outside the vocabulary of 1024", "", true},
+		{"negative token", "/v1/completions", ids(1, "-1"), 400, "prompt", "prompt token -1 is outside the vocabulary of 1024", "", true},
+		{"unknown endpoint", "/v1/embeddings", `{}`, 404, "", "no endpoint", "", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,22 +81,34 @@ func TestBadInputs(t *testing.T) {
 					Message *string `json:"message"`
 					Type    *string `json:"type"`
 					Param   *string `json:"param"`
-					Code    any     `json:"code"`
+					Code    *string `json:"code"`
 				} `json:"error"`
 			}
 			postJSON(t, ts.url+tc.path, tc.body, tc.status, &e)
+			if tc.status == http.StatusOK {
+				if e.Error != nil {
+					t.Errorf("error %+v with status 200", e.Error)
+				}
+				return
+			}
 			if e.Error == nil || e.Error.Message == nil || e.Error.Type == nil {
 				t.Fatalf("not an OpenAI error object: %+v", e)
 			}
 			if !strings.Contains(*e.Error.Message, tc.says) {
 				t.Errorf("message %q does not say %q", *e.Error.Message, tc.says)
 			}
-			if got := ""; tc.param != "" {
-				if e.Error.Param != nil {
-					got = *e.Error.Param
-				}
-				if got != tc.param {
-					t.Errorf("param %q, want %q", got, tc.param)
+			for _, f := range []struct {
+				name string
+				got  *string
+				want string
+			}{{"param", e.Error.Param, tc.param}, {"code", e.Error.Code, tc.code}} {
+				if got := ""; tc.exact || f.want != "" {
+					if f.got != nil {
+						got = *f.got
+					}
+					if got != f.want {
+						t.Errorf("%s %q, want %q", f.name, got, f.want)
+					}
 				}
 			}
 		})
@@ -128,59 +154,10 @@ func TestBadInputs(t *testing.T) {
 	}
 }
 
-// TestPromptChecks asks for completions of token ids around each limit that
-// engine.CheckPrompt enforces, with the server's room for the answer.
+// TestPromptChecks checks how checkPrompt maps each problem that
+// engine.CheckPrompt finds; TestBadInputs asks for completions around each
+// limit.
 func TestPromptChecks(t *testing.T) {
-	m := goldenModel(t, "tiny-glm-f32.gguf", 64)
-	ts := startServer(t, Config{Model: m})
-	ids := func(n int, id string) string {
-		return `{"max_tokens":1,"prompt":[` + strings.TrimSuffix(strings.Repeat(id+",", n), ",") + `]}`
-	}
-	tests := []struct {
-		name, body  string
-		status      int
-		param, code string
-		says        string
-	}{
-		{"room for one token", ids(63, "1"), 200, "", "", ""},
-		{"fills the context", ids(64, "1"), 400, "", "context_length_exceeded",
-			"the prompt has 64 tokens, more than fit in the context of 64 (leave room for the answer, or serve with a larger --ctx)"},
-		{"beyond the context", ids(65, "1"), 400, "", "context_length_exceeded", "the prompt has 65 tokens"},
-		{"the last token of the vocabulary", ids(2, "1023"), 200, "", "", ""},
-		{"token beyond the vocabulary", ids(2, "1024"), 400, "prompt", "", "prompt token 1024 is outside the vocabulary of 1024"},
-		{"negative token", ids(1, "-1"), 400, "prompt", "", "prompt token -1 is outside the vocabulary of 1024"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			var e struct {
-				Error *struct {
-					Message string  `json:"message"`
-					Param   *string `json:"param"`
-					Code    *string `json:"code"`
-				} `json:"error"`
-			}
-			postJSON(t, ts.url+"/v1/completions", tc.body, tc.status, &e)
-			if tc.status == 200 {
-				if e.Error != nil {
-					t.Errorf("error %+v with status 200", e.Error)
-				}
-				return
-			}
-			if e.Error == nil {
-				t.Fatal("no error object")
-			}
-			if !strings.Contains(e.Error.Message, tc.says) {
-				t.Errorf("message %q does not say %q", e.Error.Message, tc.says)
-			}
-			if got := deref(e.Error.Param); got != tc.param {
-				t.Errorf("param %q, want %q", got, tc.param)
-			}
-			if got := deref(e.Error.Code); got != tc.code {
-				t.Errorf("code %q, want %q", got, tc.code)
-			}
-		})
-	}
-
 	// An empty prompt cannot come through the APIs (they refuse an empty
 	// prompt, and these models begin every prompt with BOS), so the mapping
 	// of each problem is checked here too.
@@ -202,13 +179,6 @@ func TestPromptChecks(t *testing.T) {
 	if err := checkPrompt([]int32{1, 2, 3}, 16, 4); err != nil {
 		t.Errorf("a prompt leaving room for the answer: %v", err)
 	}
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 func TestAPIKey(t *testing.T) {
