@@ -326,6 +326,10 @@ func (b *Backend) issue() error {
 		if l.structArg {
 			ptrs = ptrs[:1]
 		}
+		var argp uintptr // a kernel without parameters takes none
+		if len(ptrs) > 0 {
+			argp = uintptr(unsafe.Pointer(&ptrs[0]))
+		}
 		var ev0 uintptr
 		if b.prof != nil {
 			ev0 = b.prof.before(b)
@@ -335,10 +339,10 @@ func (b *Backend) issue() error {
 			b.pdlAttr.id, b.pdlAttr.val[0] = attrProgrammaticSerialization, 1
 			b.pdlConf = launchConfig{grid: l.grid, block: l.block, shmem: l.shmem, stream: b.stream,
 				attrs: uintptr(unsafe.Pointer(&b.pdlAttr)), numAttrs: 1}
-			r = call(d.cuLaunchKernelEx, uintptr(unsafe.Pointer(&b.pdlConf)), l.fn, uintptr(unsafe.Pointer(&ptrs[0])), 0)
+			r = call(d.cuLaunchKernelEx, uintptr(unsafe.Pointer(&b.pdlConf)), l.fn, argp, 0)
 		} else {
 			r = call(d.cuLaunchKernel, l.fn, uintptr(l.grid[0]), uintptr(l.grid[1]), uintptr(l.grid[2]),
-				uintptr(l.block[0]), uintptr(l.block[1]), uintptr(l.block[2]), uintptr(l.shmem), b.stream, uintptr(unsafe.Pointer(&ptrs[0])), 0)
+				uintptr(l.block[0]), uintptr(l.block[1]), uintptr(l.block[2]), uintptr(l.shmem), b.stream, argp, 0)
 		}
 		if r != 0 {
 			return d.check("launch "+l.name, r)

@@ -1,6 +1,11 @@
 // Element-wise and row-wise kernels: norms, activation rounding, RoPE, MoE
 // routing and combination.
 
+// noop only orders itself after the kernel before it (PDL): a recorded
+// chain of them is what the hand-over between two launches costs, without
+// any work (BenchmarkLaunchChain).
+extern "C" __global__ void noop() { pdl_entry(); }
+
 // rmsnorm: dst = src / sqrt(mean(src²) + eps) · w, one block per row.
 extern "C" __global__ void rmsnorm(float* dst, i64 ds, const float* src, i64 ss, const float* w, float eps, int cols) {
     pdl_entry();
