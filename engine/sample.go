@@ -83,7 +83,7 @@ func (o SamplerOptions) penalizes() bool {
 // uniform number), if these options have one: a positive temperature,
 // top-k between 1 and backend.MaxDrawTopK, and no repetition penalty.
 func (o SamplerOptions) Draw() (backend.Draw, bool) {
-	if o.Temperature <= 0 || o.TopK < 1 || o.TopK > backend.MaxDrawTopK || o.penalizes() {
+	if o.Temperature <= 0 || !o.drawableTopK() || o.penalizes() {
 		return backend.Draw{}, false
 	}
 	d := backend.Draw{TopK: o.TopK, TopP: o.TopP, LnMinP: float32(math.Inf(-1)), InvTemp: 1 / float64(o.Temperature)}
@@ -92,6 +92,11 @@ func (o SamplerOptions) Draw() (backend.Draw, bool) {
 	}
 	return d, true
 }
+
+// drawableTopK reports whether top-k is in the range a backend.Draw serves
+// (1 to backend.MaxDrawTopK), where the sampler sorts its candidates as the
+// draw does.
+func (o SamplerOptions) drawableTopK() bool { return o.TopK >= 1 && o.TopK <= backend.MaxDrawTopK }
 
 // pcgStream is the second PCG seed word: any fixed value works, it only has
 // to stay the same so that a seed keeps giving the same tokens.
@@ -237,7 +242,7 @@ func (s *Sampler) candidates(l []float32) ([]candidate, float32) {
 			}
 		}
 	}
-	sorted := o.TopK > 0 && o.TopK <= backend.MaxDrawTopK
+	sorted := o.drawableTopK()
 	if sorted {
 		slices.SortFunc(cand, better)
 	}
