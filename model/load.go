@@ -9,6 +9,7 @@ import (
 	"github.com/latent-ai/latent/gguf"
 	"github.com/latent-ai/latent/internal/sysmem"
 	"github.com/latent-ai/latent/model/deepseek2"
+	"github.com/latent-ai/latent/tokenizer"
 )
 
 // Options choose how a model is loaded.
@@ -22,6 +23,10 @@ type Options struct {
 	// does not use (a next-token-prediction layer) leave done short of
 	// total.
 	Progress func(done, total int64)
+	// Tokenizer, when set, also builds the file's tokenizer while the
+	// network loads (Loaded.Tokenizer): a large vocabulary takes a good
+	// part of a second's cold start to index.
+	Tokenizer bool
 }
 
 // MaxThreads bounds the CPU workers, as ggml does (GGML_MAX_N_THREADS): each
@@ -34,10 +39,45 @@ type Loaded struct {
 	File    *gguf.File
 	Model   *deepseek2.Model
 	Backend backend.Backend
+	tok     *pendingTokenizer // started by Load with Options.Tokenizer
+}
+
+// pendingTokenizer is a tokenizer being built from a file in the background.
+type pendingTokenizer struct {
+	done chan struct{}
+	tok  *tokenizer.Tokenizer
+	err  error
+}
+
+func buildTokenizer(f *gguf.File) *pendingTokenizer {
+	p := &pendingTokenizer{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.tok, p.err = tokenizer.FromGGUF(f)
+	}()
+	return p
+}
+
+// wait returns once the build no longer reads the file.
+func (p *pendingTokenizer) wait() {
+	if p != nil {
+		<-p.done
+	}
+}
+
+// Tokenizer is the file's tokenizer: the one Load started building, or,
+// without Options.Tokenizer, one built now.
+func (l *Loaded) Tokenizer() (*tokenizer.Tokenizer, error) {
+	if l.tok == nil {
+		return tokenizer.FromGGUF(l.File)
+	}
+	l.tok.wait()
+	return l.tok.tok, l.tok.err
 }
 
 // Close releases the backend and the file mapping.
 func (l *Loaded) Close() error {
+	l.tok.wait()
 	err := l.Backend.Close()
 	if cerr := l.File.Close(); err == nil {
 		err = cerr
@@ -93,8 +133,13 @@ func Load(path string, o Options) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
+	var tok *pendingTokenizer
+	if o.Tokenizer {
+		tok = buildTokenizer(f)
+	}
 	be, err := NewBackend(o.Backend, o.Threads)
 	if err != nil {
+		tok.wait()
 		f.Close()
 		return nil, err
 	}
@@ -107,11 +152,12 @@ func Load(path string, o Options) (*Loaded, error) {
 		m, err = deepseek2.New(f, c, be, o.Context, progressOf(f, o.Progress))
 	}
 	if err != nil {
+		tok.wait()
 		be.Close()
 		f.Close()
 		return nil, err
 	}
-	return &Loaded{File: f, Model: m, Backend: be}, nil
+	return &Loaded{File: f, Model: m, Backend: be, tok: tok}, nil
 }
 
 // progressOf is fn with the total bytes of f's tensors bound in, or nil.

@@ -3,8 +3,11 @@ package model
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/latent-ai/latent/internal/golden"
 )
 
 const goldenModels = "../../shared/golden/models"
@@ -133,4 +136,40 @@ func TestLoadCacheTypeEnv(t *testing.T) {
 		t.Fatalf("--backend cpu: %v", err)
 	}
 	lm.Close()
+}
+
+// With Options.Tokenizer the tokenizer is built while the network loads,
+// and it tokenizes as llama.cpp does (the golden tokenizations); without it
+// Loaded.Tokenizer builds one on the spot. A load that fails after the
+// build started returns only once the build is done with the file (go test
+// -race checks the file is not closed under it).
+func TestLoadTokenizer(t *testing.T) {
+	for _, name := range []string{"tiny-youtu-f32", "tiny-glm-f32", "tiny-dsv2-f16"} {
+		cases, err := golden.ReadTokenizations(filepath.Join(goldenModels, "..", "tokenizer", name+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, early := range []bool{true, false} {
+			lm, err := Load(filepath.Join(goldenModels, name+".gguf"), Options{Backend: "cpu", Threads: 1, Context: 64, Tokenizer: early})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, err := lm.Tokenizer()
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			for _, c := range cases {
+				if got := tok.Encode(c.Text, true); !slices.Equal(got, c.IDs) {
+					t.Errorf("%s (built early: %v): %q tokenizes as %v, want %v", name, early, c.Text, got, c.IDs)
+				}
+			}
+			if err := lm.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_, err := Load(filepath.Join(goldenModels, "tiny-youtu-q4_0.gguf"), Options{Backend: "cpu", Context: 100_000_000, Tokenizer: true})
+	if err == nil || !strings.Contains(err.Error(), "trained context") {
+		t.Fatalf("error %v, want the context refused", err)
+	}
 }

@@ -9,13 +9,13 @@ import (
 	"github.com/latent-ai/latent/chat"
 	"github.com/latent-ai/latent/gguf"
 	"github.com/latent-ai/latent/model"
-	"github.com/latent-ai/latent/tokenizer"
 )
 
 // Load opens the model file at path with its tokenizer and chat template,
 // to serve under name (the file's name without .gguf when empty). Close the
 // returned model.Loaded when done.
 func Load(path, name string, o model.Options) (*Model, *model.Loaded, error) {
+	o.Tokenizer = true
 	lm, err := model.Load(path, o)
 	if err != nil {
 		return nil, nil, err
@@ -30,7 +30,7 @@ func Load(path, name string, o model.Options) (*Model, *model.Loaded, error) {
 
 // describe is a loaded model as the server serves it.
 func describe(lm *model.Loaded, path, name string) (*Model, error) {
-	tok, err := tokenizer.FromGGUF(lm.File)
+	tok, err := lm.Tokenizer()
 	if err != nil {
 		return nil, err // it names the file
 	}

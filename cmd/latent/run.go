@@ -14,7 +14,6 @@ import (
 	"github.com/latent-ai/latent/chat"
 	"github.com/latent-ai/latent/engine"
 	"github.com/latent-ai/latent/model"
-	"github.com/latent-ai/latent/tokenizer"
 )
 
 func newRunCmd() *cobra.Command {
@@ -122,13 +121,15 @@ func runTokens(cmd *cobra.Command, ref string, o *runOptions) error {
 		}
 		req.Stop = append(req.Stop, seq)
 	}
-	lm, loaded, err := loadRef(cmd, ref, o.load)
+	load := o.load
+	load.Tokenizer = !o.ignoreEOS // for the end-of-generation ids
+	lm, loaded, err := loadRef(cmd, ref, load)
 	if err != nil {
 		return err
 	}
 	defer lm.Close()
 	if !o.ignoreEOS {
-		tok, err := tokenizer.FromGGUF(lm.File)
+		tok, err := lm.Tokenizer()
 		if err != nil {
 			return err // it names the file
 		}
@@ -200,7 +201,9 @@ func runText(cmd *cobra.Command, ref string, args []string, o *runOptions) error
 	}
 	interactive = interactive && prompt == ""
 
-	lm, loaded, err := loadRef(cmd, ref, o.load)
+	load := o.load
+	load.Tokenizer = true
+	lm, loaded, err := loadRef(cmd, ref, load)
 	if err != nil {
 		return err
 	}
@@ -229,7 +232,7 @@ func runText(cmd *cobra.Command, ref string, args []string, o *runOptions) error
 
 // newChatSession prepares a conversation with a loaded model.
 func newChatSession(cmd *cobra.Command, lm *model.Loaded, o *runOptions) (*chatSession, error) {
-	tok, err := tokenizer.FromGGUF(lm.File)
+	tok, err := lm.Tokenizer()
 	if err != nil {
 		return nil, err // it names the file
 	}
