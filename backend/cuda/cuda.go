@@ -53,12 +53,12 @@ type Backend struct {
 	stagingCap   int
 	stagePending bool
 	fromDevice   bool     // BeginNext: the token is the last answer, already in tokDev
-	chained      bool     // tokDev's first token is the last ArgmaxAsync answer
+	chained      bool     // tokDev's first token is the last ArgmaxAsync or DrawAsync answer
 	one          [2]int32 // BeginNext's token and position
 	slotPage     uintptr  // pinned words of the ArgmaxAsync and DrawAsync slots
 	slots        []*slot
 	freeSlots    []*slot
-	unanswered   int // ArgmaxAsync passes not waited for
+	unanswered   int // ArgmaxAsync and DrawAsync passes not waited for
 	launches     []launch
 	args         []uint64
 	ptrs         []uintptr

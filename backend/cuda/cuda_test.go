@@ -289,12 +289,8 @@ func TestDequantizeEveryType(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	be, err := cuda.New(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer be.Close()
+	t.Cleanup(func() { f.Close() }) // after the backend's (cleanups run last first): its weights are f's bytes
+	be := newGPU(t)
 	type pair struct {
 		w    backend.Weight
 		want []float32

@@ -371,7 +371,7 @@ func (b *Backend) flush() {
 
 // submit queues the recorded launches on the stream without waiting
 // (context thread): the tokens and positions go up first (through s's
-// pinned words for a one-token pass of ArgmaxAsync), then a decode step
+// pinned words for a one-token pass of ArgmaxAsync or DrawAsync), then a decode step
 // replays its graph (recording it the first time) and anything else
 // launches directly.
 func (b *Backend) submit(s *slot) error {

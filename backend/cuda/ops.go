@@ -567,7 +567,7 @@ func (b *Backend) CacheStore(c backend.Cache, layer int, src backend.Tensor) {
 			}
 			b.record("kv_finish", grid1(s.rows), [3]uint32{256, 1, 1}, int64(s.rows*s.cols)*(8+k.esize),
 				uint64(k.layer(layer)), uint64(s.ptr), uint64(s.stride), uint64(b.posDev()), uint64(nw), f32bits(eps), uint64(freqs))
-			if s.rows == 1 { // attention right after may do it itself (attn_decode)
+			if s.rows == 1 { // attention right after may do it itself (decodeOne)
 				l := &b.launches[len(b.launches)-1]
 				l.skip = true
 				p := b.freeStore()
@@ -646,7 +646,8 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 }
 
 // pendingStore is a one-token kv_finish whose launch is skipped so far:
-// the attention of its layer, recorded next, does its work (attn_decode).
+// the attention of its layer, recorded next, does its work (decodeOne:
+// attn_decode or mla_decode).
 type pendingStore struct {
 	launch, layer int
 	kv            uintptr // the token's [latent | k_pe] row
@@ -657,8 +658,8 @@ type pendingStore struct {
 }
 
 // freeStore is one of the backend's pendingStores that attention has not
-// left raw (CacheStore asks after record cleared any pending one), so that
-// recording a token's layers allocates none.
+// left raw, so that recording a token's layers allocates none. (CacheStore
+// asks after record cleared any pending one: the pendStore test is a guard.)
 func (b *Backend) freeStore() *pendingStore {
 	for i := range b.stores {
 		if p := &b.stores[i]; p != b.pendStore && p != b.rawKV {
@@ -672,7 +673,7 @@ func (b *Backend) freeStore() *pendingStore {
 func (p *pendingStore) span() span { return span{p.kv, p.kv + uintptr(4*p.width)} }
 
 // settleKV records kv_finish again when an operation touches the kv row
-// that attn_decode left raw (it writes the same cache row again): a read,
+// that decodeOne left raw (it writes the same cache row again): a read,
 // or a write of only part of the row, must find the row normalised and
 // rotated, as after kv_finish; a write of the whole row needs nothing.
 func (b *Backend) settleKV(s span, read bool) {
@@ -699,6 +700,7 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 	if b.NoFusion || q.rows != 1 || !decodeServes(kb, vb) || b.kvl > 1024 || H >= maxCounters || (store != nil && store.layer != layer) {
 		return false
 	}
+	b.writes(d) // before store becomes the raw row: d overlapping it must not settle it ahead of this launch
 	var kv, nw, kvFreqs uintptr
 	var eps float32
 	if store != nil {
@@ -708,7 +710,6 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 		}
 		b.rawKV = store // kv keeps the raw row: kv_finish runs if it is read
 	}
-	b.writes(d)
 	weights := int64(H) * (int64(b.kvl)*kb.rowBytes + int64(vdim)*vb.rowBytes)
 	cache := int64(b.maxPos+1) * int64(k.width) * k.esize
 	m := b.mla
@@ -773,6 +774,9 @@ const mlaStatic = 12 << 10
 // k_b and v_b it has a kernel for, up to 32 heads, and shared memory for its
 // tiles. It runs once, when the cache is made (after the weights).
 func (b *Backend) allocMLA() error {
+	if b.kv.esize != 2 || b.info.Major < 8 || b.kvl%128 != 0 || b.kvl > 1024 || b.kv.width%32 != 0 {
+		return nil
+	}
 	H := 0
 	types := map[quant.Type]bool{}
 	byName := map[string]*weight{}
@@ -786,7 +790,7 @@ func (b *Backend) allocMLA() error {
 			types[kb.typ] = true
 		}
 	}
-	if b.kv.esize != 2 || b.info.Major < 8 || b.kvl%128 != 0 || b.kvl > 1024 || b.kv.width%32 != 0 || H == 0 || H > 32 {
+	if H == 0 || H > 32 {
 		return nil
 	}
 	// a block per SM, at most 256 (the merge gives each split a thread)
@@ -811,8 +815,9 @@ func (b *Backend) allocMLA() error {
 	}
 	sizes := []int64{int64(2 * mr * width * 2), int64(G * mr * b.kvl * 4), int64(G * mr * 2 * 4), int64(H * b.kvl * 4)}
 	var total int64
-	for _, n := range sizes {
-		total += (n + 255) &^ 255
+	for i, n := range sizes {
+		sizes[i] = (n + 255) &^ 255 // each buffer from a 256-byte boundary
+		total += sizes[i]
 	}
 	var p uintptr
 	var err error
@@ -823,7 +828,7 @@ func (b *Backend) allocMLA() error {
 	m := &mlaBuffers{grid: G, heads: H, shared: shared, kernel: kernel}
 	for i, dst := range []*uintptr{&m.qh, &m.part, &m.ml, &m.olat} {
 		*dst = p
-		p += uintptr((sizes[i] + 255) &^ 255)
+		p += uintptr(sizes[i])
 	}
 	b.mla = m
 	return nil

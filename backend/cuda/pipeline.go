@@ -7,9 +7,9 @@ import (
 	"github.com/latent-ai/latent/backend"
 )
 
-// Pipelined greedy decoding. ArgmaxAsync ends a pass with the argmax kernel
-// writing its answer over the pass's token id in device memory (embed has
-// read it by then), queues the pass, a 4-byte copy of the answer into pinned
+// Pipelined decoding. ArgmaxAsync (DrawAsync) ends a pass with the argmax
+// (draw) kernel writing its answer over the pass's token id in device
+// memory (embed has read it by then), queues the pass, a 4-byte copy of the answer into pinned
 // memory and an event, and returns. BeginNext then starts a pass whose token
 // is that answer: only its position goes up, in stream order, so the host
 // records and queues step N+1 while the GPU still runs step N, and reads
@@ -30,12 +30,12 @@ type slot struct {
 func (s *slot) Wait() int32 {
 	b := s.b
 	if !s.busy {
-		panic("cuda: an ArgmaxAsync answer waited for twice")
+		panic("cuda: an answer waited for twice")
 	}
 	var err error
 	b.run(func() { err = b.d.check("cuEventSynchronize", call(b.d.cuEventSynchronize, s.ev)) })
 	if err != nil {
-		panic(fmt.Errorf("cuda: argmax: %w", err))
+		panic(fmt.Errorf("cuda: answer: %w", err))
 	}
 	v := s.host[2]
 	s.busy = false
@@ -73,7 +73,7 @@ func (b *Backend) takeSlot() *slot {
 	}
 	n := len(b.freeSlots)
 	if n == 0 {
-		panic(fmt.Sprintf("cuda: more than %d ArgmaxAsync answers not waited for", backend.MaxPending))
+		panic(fmt.Sprintf("cuda: more than %d answers not waited for", backend.MaxPending))
 	}
 	s := b.freeSlots[n-1]
 	b.freeSlots = b.freeSlots[:n-1]
@@ -173,11 +173,11 @@ func (b *Backend) queueAnswer(a *drawArgs) backend.Pending {
 	return s
 }
 
-// BeginNext starts a one-token pass at pos over the last ArgmaxAsync's
-// answer, still in device memory (backend.Backend.BeginNext).
+// BeginNext starts a one-token pass at pos over the last ArgmaxAsync's or
+// DrawAsync's answer, still in device memory (backend.Backend.BeginNext).
 func (b *Backend) BeginNext(pos int32) {
 	if !b.chained {
-		panic("cuda: begin next: the last pass did not end in ArgmaxAsync")
+		panic("cuda: begin next: the last pass did not end in ArgmaxAsync or DrawAsync")
 	}
 	b.one = [2]int32{-1, pos} // the token is on the device; -1 is never uploaded
 	b.Begin(b.one[:1], b.one[1:])

@@ -240,7 +240,6 @@ func TestRunEndOfGeneration(t *testing.T) {
 			}
 		})
 	}
-
 }
 
 // renamed is a golden model's vocabulary with token id's text replaced.

@@ -163,8 +163,9 @@ func (b *binder) splitKVB(c *Config, p string) (kb, vb backend.Weight) {
 	if t == nil {
 		return nil, nil
 	}
+	data := b.f.TensorData(t)
 	all := make([]float32, t.Elements())
-	if err := quant.Dequantize(t.Type, b.f.TensorData(t), all); err != nil {
+	if err := quant.Dequantize(t.Type, data, all); err != nil {
 		b.err = fmt.Errorf("tensor %s: %w", t.Name, err)
 		return nil, nil
 	}
@@ -180,7 +181,9 @@ func (b *binder) splitKVB(c *Config, p string) (kb, vb backend.Weight) {
 		copy(v[h*V*L:(h+1)*V*L], all[base+N*L:base+(N+V)*L])
 	}
 	kb, vb = b.f32(p+"attn_k_b.weight", k, N, L, H), b.f32(p+"attn_v_b.weight", v, L, V, H)
-	b.handed(int64(len(b.f.TensorData(t))))
+	if b.err == nil { // as get: a weight the backend refused is not counted
+		b.handed(int64(len(data)))
+	}
 	return kb, vb
 }
 
