@@ -231,7 +231,6 @@ func TestGenerateErrors(t *testing.T) {
 		{"empty prompt", &fakeModel{vocab: 16, ctx: 4}, Request{}, nil, "generate: the prompt is empty", nil, 0, false},
 		{"token beyond the vocabulary", &fakeModel{vocab: 16, ctx: 4}, Request{Prompt: []int32{1, 16}},
 			nil, "prompt token 16 is outside the vocabulary of 16", nil, 0, false},
-		{"negative token", &fakeModel{vocab: 16, ctx: 4}, Request{Prompt: []int32{-1}}, nil, "prompt token -1 is outside", nil, 0, false},
 		{"empty stop sequence", &fakeModel{vocab: 16, ctx: 4}, Request{Prompt: []int32{1}, Stop: [][]int32{{3}, {}}},
 			nil, "stop sequence 2 is empty", nil, 0, false},
 		{"sampler options", &fakeModel{vocab: 16, ctx: 4}, Request{Prompt: []int32{1}, Sampler: SamplerOptions{TopP: 2}},

@@ -139,12 +139,13 @@ func TestLoadCacheTypeEnv(t *testing.T) {
 }
 
 // With Options.Tokenizer the tokenizer is built while the network loads,
-// and it tokenizes as llama.cpp does (the golden tokenizations); without it
+// and it tokenizes as llama.cpp does (the golden tokenizations; the
+// tokenizer package checks every golden vocabulary); without it
 // Loaded.Tokenizer builds one on the spot. A load that fails after the
 // build started returns only once the build is done with the file (go test
 // -race checks the file is not closed under it).
 func TestLoadTokenizer(t *testing.T) {
-	for _, name := range []string{"tiny-youtu-f32", "tiny-glm-f32", "tiny-dsv2-f16"} {
+	for _, name := range []string{"tiny-youtu-f32"} {
 		cases, err := golden.ReadTokenizations(filepath.Join(goldenModels, "..", "tokenizer", name+".jsonl"))
 		if err != nil {
 			t.Fatal(err)
