@@ -51,8 +51,8 @@ func BenchmarkDecoder(b *testing.B) {
 	b.ReportMetric(float64(len(ids)*b.N)/b.Elapsed().Seconds(), "tokens/s")
 }
 
-// BenchmarkPreTokenize reports the hand-written GPT-2 and Llama 3 splitters'
-// speed (MB/s) on the same text, without BPE (GPT-2's is in no golden
+// BenchmarkPreTokenize reports the GPT-2 and Llama 3 pre-tokenizers' speed
+// (MB/s: decoding, classifying and splitting) on the same text, without BPE (GPT-2's is in no golden
 // model, so BenchmarkEncode does not time it).
 func BenchmarkPreTokenize(b *testing.B) {
 	text := benchText(b)

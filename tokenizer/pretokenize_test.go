@@ -137,13 +137,20 @@ func TestHandWrittenSplittersMatchRegex(t *testing.T) {
 			cps, _ := codepoints(s)
 			// The whole text, and the text already cut in random places.
 			for _, pieces := range [][]int{{len(cps)}, randomPieces(r, len(cps))} {
-				got := tc.hand.split(newSplitText(cps), pieces)
-				want := re.split(newSplitText(cps), pieces)
-				if !slices.Equal(got, want) {
-					t.Fatalf("%s %q %v: hand-written %v, regex %v", tc.name, s, pieces, got, want)
-				}
+				splitsAsRegex(t, tc.name, tc.hand, re, cps, pieces)
 			}
 		}
+	}
+}
+
+// splitsAsRegex fails t unless hand splits cps, already cut into pieces,
+// where re does.
+func splitsAsRegex(t *testing.T, name string, hand splitter, re regexSplit, cps []rune, pieces []int) {
+	t.Helper()
+	got := hand.split(newSplitText(cps), pieces)
+	want := re.split(newSplitText(cps), pieces)
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s %q %v: hand-written %v, regex %v", name, string(cps), pieces, got, want)
 	}
 }
 
@@ -209,11 +216,7 @@ func FuzzHandWrittenSplitters(f *testing.F) {
 				pieces = pieces[:1]
 			}
 			for _, h := range hands {
-				got := h.hand.split(newSplitText(cps), pieces)
-				want := h.re.split(newSplitText(cps), pieces)
-				if !slices.Equal(got, want) {
-					t.Fatalf("%s %q %v: hand-written %v, regex %v", h.name, s, pieces, got, want)
-				}
+				splitsAsRegex(t, h.name, h.hand, h.re, cps, pieces)
 			}
 		}
 	})

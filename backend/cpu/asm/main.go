@@ -824,9 +824,13 @@ func (tk kToks) kBlockLoop(name string, nb Register, w Mem, bytes int, body func
 const kSig = "func(w *byte, qs *int8, d *float32, bsums *int16, nb int, k int, out *float32)"
 
 func kDoc(name, typ string, n int) {
-	Doc(fmt.Sprintf("%s writes to out the dot products of a %s row of nb super-blocks with %d tokens' Q8_K activations (qs k bytes apart, d k/64, bsums k/8), in the float order of dot%sGo.", name, typ, n, typ[:2]+typ[3:]))
+	Doc(fmt.Sprintf("%s writes to out the dot products of a %s row of nb super-blocks with %d tokens' Q8_K activations (qs k bytes apart, d k/64, bsums k/8), in the float order of %s.", name, typ, n, goOracle(typ)))
 	Pragma("noescape")
 }
+
+// goOracle is the pure-Go kernel whose float order the typ ("Q4_K", say)
+// kernels keep: dotQ4KGo.
+func goOracle(typ string) string { return "dot" + typ[:2] + typ[3:] + "Go" }
 
 // dotQ4KAVX2 emits dotQ4_Kx{n}AVX2. Per super-block: the integer Σ sc·q·a
 // and Σ m·Σa, reduced together (with four tokens: sumi of the four in the
@@ -945,7 +949,7 @@ type kRows4 struct {
 func kRows4Head(typ string) kRows4 {
 	k := kRows4{name: "dot" + typ + "r4x1AVX2"}
 	TEXT(k.name, NOSPLIT, "func(w *byte, wstride int, qs *int8, d *float32, bsums *int16, nb int, out *float32)")
-	Doc(fmt.Sprintf("%s writes out[r], the dot products of %s rows r = 0..3 (wstride bytes apart, nb super-blocks) with one token's Q8_K activations, in the float order of dot%sGo.", k.name, typ, typ[:2]+typ[3:]))
+	Doc(fmt.Sprintf("%s writes out[r], the dot products of %s rows r = 0..3 (wstride bytes apart, nb super-blocks) with one token's Q8_K activations, in the float order of %s.", k.name, typ, goOracle(typ)))
 	Pragma("noescape")
 	k.rows, k.next, k.b0, k.nx = fourRowsAndNext()
 	k.tk = loadKToks(1)
@@ -1129,9 +1133,9 @@ func dotQ6KAVX2(n int, c kConsts) {
 // times token t's activations.
 func (tk kToks) q6Sums(w Mem, c kConsts, m32 VecVirtual, sumi []VecVirtual) {
 	for h := 0; h < 2; h++ { // 128 values: 64 bytes of ql, 32 of qh
-		// The half's eight scales as int16 in both 128-bit halves. (One
-		// VPMOVSXBW per super-block, VPERMQ per half, measured no faster
-		// and keeps one more register live.)
+		// The half's eight scales as int16 in both 128-bit halves.
+		// (Sign-extending them once per super-block and only permuting per
+		// half was tried: no faster, and one more register live.)
 		sc := YMM()
 		VPMOVSXBW(w.Offset(192), sc)
 		VPERMQ(U8(0x44+0xaa*h), sc, sc)
