@@ -1,6 +1,6 @@
 // Attention over the latent cache: storing a token's row, split-K
-// attention with its merge, and the decode kernel that also applies k_b
-// and v_b (the absorptions) itself.
+// attention with its merge, and the one-token kernels (attn_decode,
+// mla_decode) that also apply k_b and v_b (the absorptions) themselves.
 
 // cache_store writes token t's row (CACHE_W values) at position pos[t].
 extern "C" __global__ void cache_store(cache_t* layer, const float* src, i64 ss, const int* pos) {
@@ -461,8 +461,8 @@ FAST_TYPES(ATTN_DECODE_IF)
 // attn_decode gives every (head, split) its own block, so each head reads
 // the whole cache: at 4096 positions youtu's 16 heads read 75 MB a layer
 // from L2 where the cache is 4.7 MB, and the step grows 18%. mla_decode
-// reads each cache row once for all heads: the heads are the 16 rows of an
-// mma.m16n8k16 tile (f16 inputs, f32 sums), so a split's tile of positions
+// reads each cache row once for all heads: the heads are the rows of MT
+// (1 or 2) mma.m16n8k16 tiles (f16 inputs, f32 sums), so a split's tile of positions
 // is scored and summed for every head at once. One launch, one block per
 // SM (all resident: the phases meet at grid barriers), in four phases:
 //   1. q_lat = k_b·q_nope, the rows of all heads shared among the blocks
@@ -478,11 +478,11 @@ FAST_TYPES(ATTN_DECODE_IF)
 //   3. the splits' states are merged into each head's latent (threads over
 //      values and groups of splits: no chain of loads).
 //   4. o[h] = v_b[h]·latent[h], the rows shared among the blocks.
-// The sums run in another order than the unfused kernels' (float32
-// throughout): the GPU tests bound the difference.
+// The sums run in another order than the unfused kernels' (float32 sums,
+// Q and P as f16 hi + lo pairs): the GPU tests bound the difference.
 
 #define MLA_TP 32                 // positions per tile
-#define MLA_QST (CACHE_W + 8)     // halves per row in shared memory: rows 16 B apart mod 128, no ldmatrix conflicts
+#define MLA_QST (CACHE_W + 8)     // halves per row in shared memory: a row stride of 16 or 80 B mod 128, no ldmatrix conflicts
 #define MLA_PST (MLA_TP + 8)      // halves per row of P
 #define MLA_MINCHUNK 64           // fewest positions a split takes
 
@@ -764,6 +764,7 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     // t / 64, t / 64 + 4, ... (its loads all in flight, each warp's 32
     // consecutive floats), and the four groups are added in shared memory.
     {
+        static_assert(ATT_WARPS * 32 == 256, "the merge's four groups of 64 threads");
         float* part4 = tmp;  // [4][64]
         const i64 e0 = RQ * b / G, e1 = RQ * (b + 1) / G;
         for (i64 a = e0; a < e1;) {

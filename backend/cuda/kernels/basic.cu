@@ -1,5 +1,6 @@
 // Element-wise and row-wise kernels: norms, activation rounding, RoPE, MoE
-// routing and combination.
+// routing and combination, greedy and sampled picks (argmax, pick_top,
+// pick_draw), and noop.
 
 // noop only orders itself after the kernel before it (PDL): a recorded
 // chain of them is what the hand-over between two launches costs, without
@@ -326,7 +327,8 @@ extern "C" __global__ void __launch_bounds__(1024) argmax(int* out, const float*
 // A draw keeps the K best logits (larger first, the lower id on ties, NaN
 // never), then min-p, top-p and the temperature, and picks with the host's
 // uniform number u, summing in the candidates' order as engine.Sampler does,
-// so that both pick the same token for the same u. pick_top sorts slices of
+// so that both pick the same token for the same u (up to the last bit of
+// exp, where a draw falls on a boundary). pick_top sorts slices of
 // 1024 in parallel and keeps each one's best K, first of the logits, then,
 // as often as needed, of those lists, until at most DRAW_MERGE keys are
 // left; pick_draw merges them and does the sampler's arithmetic, and the

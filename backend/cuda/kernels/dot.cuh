@@ -1,7 +1,8 @@
 // Integer dot products on 8-bit activation blocks, shared by the products
 // (mmvq.cu) and the attention kernels that apply k_b and v_b themselves
-// (attention.cu): dp4a, weight loads past L1, one row's rounding to Q8_0
-// blocks, and Q4_0/Q8_0 blocks' dot products.
+// (attention.cu): dp4a, cp.async, weight loads past L1, the lanes a row
+// takes (lanes_for), one row's rounding to Q8_0 blocks, and Q4_0/Q8_0
+// blocks' dot products.
 
 __device__ __forceinline__ int dp4a(int a, int b, int c) {
     int r;
