@@ -41,83 +41,83 @@ __device__ __forceinline__ u32 ldw2(const void* p) {
     return h;
 }
 
-// round_row_q8 is quant_row's mode 3 for one block of 256 threads with the
-// sums of each 32-value block's quants added (ar): the same values, bit for
-// bit, in fewer registers (one chunk per thread held, later ones re-read).
+// round_row_q8 is quant_row's mode 3 for one block (blockDim.x a multiple of
+// 32) with the sums of each 32-value block's quants added (ar): the same
+// values, bit for bit. The norm's sum of squares keeps the order of every
+// normalising kernel (thread c sums block c's squares in order, then
+// block_sum); the rounding, whose results do not depend on order (the
+// largest magnitude, each value's quant, integer sums), takes eight threads
+// a block, four values each: a block's serial chain is four values long,
+// not 32, and a warp's loads cover 512 contiguous bytes.
 __device__ __forceinline__ void round_row_q8(const float* x, int L, const float* nw, float eps, i8* qr, float* dr, int* ar, float* red) {
     const int nc = L / 32;
     const bool vec = (((unsigned long long)x | (unsigned long long)(nw ? nw : x)) & 15) == 0;
-    auto load = [&](const float* src, int c, float* v) {
-        if (vec) {
-            const float4* p = (const float4*)(src + 32 * c);
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                float4 f = p[k];
-                v[4 * k] = f.x; v[4 * k + 1] = f.y; v[4 * k + 2] = f.z; v[4 * k + 3] = f.w;
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < 32; i++) v[i] = src[32 * c + i];
-        }
-    };
-    float v[32];
-    float ss = 0.f;
-    const int c0 = threadIdx.x;
-    if (c0 < nc) {
-        load(x, c0, v);
-#pragma unroll
-        for (int i = 0; i < 32; i++) ss += v[i] * v[i];
-    }
-    for (int c = c0 + blockDim.x; c < nc; c += blockDim.x) {  // rows past 256 chunks (K > 8192)
-        float u[32];
-        load(x, c, u);
-#pragma unroll
-        for (int i = 0; i < 32; i++) ss += u[i] * u[i];
-    }
     float scale = 1.f;
     if (nw) {
-        float mean = block_sum(ss, red) / (float)L;
-        scale = 1.f / sqrtf(mean + eps);
-    }
-    for (int c = c0; c < nc; c += blockDim.x) {
-        if (c != c0) load(x, c, v);
-        if (nw) {
+        float ss = 0.f;
+        for (int c = threadIdx.x; c < nc; c += blockDim.x) {
+            float v[32];
             if (vec) {
-                const float4* gp = (const float4*)(nw + 32 * c);
+                const float4* p = (const float4*)(x + 32 * c);
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
-                    float4 g = gp[k];
-                    v[4 * k] = (v[4 * k] * scale) * g.x;
-                    v[4 * k + 1] = (v[4 * k + 1] * scale) * g.y;
-                    v[4 * k + 2] = (v[4 * k + 2] * scale) * g.z;
-                    v[4 * k + 3] = (v[4 * k + 3] * scale) * g.w;
+                    float4 f = p[k];
+                    v[4 * k] = f.x; v[4 * k + 1] = f.y; v[4 * k + 2] = f.z; v[4 * k + 3] = f.w;
                 }
             } else {
 #pragma unroll
-                for (int i = 0; i < 32; i++) v[i] = (v[i] * scale) * nw[32 * c + i];
+                for (int i = 0; i < 32; i++) v[i] = x[32 * c + i];
+            }
+#pragma unroll
+            for (int i = 0; i < 32; i++) ss += v[i] * v[i];
+        }
+        float mean = block_sum(ss, red) / (float)L;
+        scale = 1.f / sqrtf(mean + eps);
+    }
+    const int j = threadIdx.x & 7;  // the thread's four values: word j of its block
+    for (int c0 = 0; c0 < nc; c0 += blockDim.x / 8) {  // the same trip count in every thread: all shuffle
+        const int c = c0 + (int)(threadIdx.x >> 3);
+        const bool ok = c < nc;
+        float v[4] = {0.f, 0.f, 0.f, 0.f};
+        if (ok) {
+            const int o = 32 * c + 4 * j;
+            if (vec) {
+                const float4 f = *(const float4*)(x + o);
+                v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+                if (nw) {
+                    const float4 g = *(const float4*)(nw + o);
+                    v[0] = (v[0] * scale) * g.x;
+                    v[1] = (v[1] * scale) * g.y;
+                    v[2] = (v[2] * scale) * g.z;
+                    v[3] = (v[3] * scale) * g.w;
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < 4; i++) v[i] = nw ? (x[o + i] * scale) * nw[o + i] : x[o + i];
             }
         }
-        float amax = 0.f;
+        float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+        amax = fmaxf(amax, 0.f);  // as the one-thread scan from 0: a block of NaN has amax 0
 #pragma unroll
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(v[i]));
+        for (int m = 1; m < 8; m <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
         const float dh = round_f16(amax / 127.f);
         const float id = amax != 0.f ? 127.f / amax : 0.f;
-        int qs[8], sum = 0;
+        int w = 0, sum = 0;
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
-            int w = 0;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                int q = (int)rintf(v[4 * k + j] * id);
-                sum += q;
-                w |= (q & 255) << (8 * j);
-            }
-            qs[k] = w;
+        for (int i = 0; i < 4; i++) {
+            int q = (int)rintf(v[i] * id);
+            sum += q;
+            w |= (q & 255) << (8 * i);
         }
-        ((int4*)(qr + 32 * c))[0] = make_int4(qs[0], qs[1], qs[2], qs[3]);
-        ((int4*)(qr + 32 * c))[1] = make_int4(qs[4], qs[5], qs[6], qs[7]);
-        dr[c] = dh;
-        ar[c] = sum;
+#pragma unroll
+        for (int m = 1; m < 8; m <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+        if (ok) {
+            ((int*)(qr + 32 * c))[j] = w;
+            if (j == 0) {
+                dr[c] = dh;
+                ar[c] = sum;
+            }
+        }
     }
 }
 
