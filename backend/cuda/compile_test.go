@@ -21,20 +21,21 @@ func TestKernelsCompile(t *testing.T) {
 	}
 	sort.Strings(types)
 	defs := fmt.Sprintf("#define CACHE_W 576\n#define KV_LORA 512\n#define CACHE_HALF 1\n#define MAX_K 11008\n#define WEIGHT_TYPES(X) %s\n#define FAST_TYPES(X) X(T_Q4_0) X(T_Q8_0) X(T_Q4_K) X(T_Q5_K) X(T_Q6_K)\n", strings.Join(types, " ")) + drawDefines
+	us := units([]string{"T_Q4_0", "T_Q8_0", "T_Q4_K", "T_Q5_K", "T_Q6_K"})
 	start := time.Now()
-	bins, hits, err := compileModules(defs, "sm_90", "test")
+	bins, hits, err := compileModules(defs, us, "sm_90", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cold := time.Since(start)
 	start = time.Now()
-	_, hits2, err := compileModules(defs, "sm_90", "test")
+	_, hits2, err := compileModules(defs, us, "sm_90", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range bins {
 		if len(bins[i]) == 0 || hits[i] || !hits2[i] {
-			t.Errorf("module %s: %d bytes, first hit %v, second hit %v", moduleFiles[i], len(bins[i]), hits[i], hits2[i])
+			t.Errorf("module %s: %d bytes, first hit %v, second hit %v", us[i].name, len(bins[i]), hits[i], hits2[i])
 		}
 	}
 	t.Logf("cold compile %v, from the cache %v", cold, time.Since(start))

@@ -3,6 +3,7 @@ package cuda
 import (
 	"embed"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,15 +19,55 @@ var sources embed.FS
 
 // kernels are the loaded modules and their functions by name.
 type kernels struct {
-	modules []uintptr
+	modules []uintptr          // in units' order
+	unit    map[string]uintptr // by unit name
 	fn      map[string]uintptr
 }
 
-// moduleFiles are compiled as separate programs, in parallel.
-var moduleFiles = []string{"basic.cu", "matmul.cu", "mmvq.cu", "attention.cu"}
+// unit is one NVRTC program: a kernel file compiled with the model's
+// defines and the unit's own, which pick the file's kernels it holds.
+type unit struct {
+	name, file, defs string
+}
 
-// moduleHeaders are the headers a module needs besides common.cuh.
+// moduleHeaders are the headers a file needs besides common.cuh.
 var moduleHeaders = map[string][]string{"mmvq.cu": {"dot.cuh"}, "attention.cu": {"dot.cuh"}}
+
+// units are the programs for a model whose fast weight types are fast
+// (device names: T_Q4_0, ...), compiled in parallel. A cold start waits
+// for the slowest unit, so the costly ones are split: each type's products
+// (mmv1, mmvq1, mmvq8) and mla_decode are units of their own.
+func units(fast []string) []unit {
+	// mmvqUnit holds quant_act (when qa) and, for type t, the kernels kinds
+	// names (mmv1: the one-token Q4_0/Q8_0 products, those with gate/up
+	// when dual; mmvq1, mmvq8).
+	mmvqUnit := func(name string, qa bool, t string, dual bool, kinds ...string) unit {
+		defs := fmt.Sprintf("#define UNIT_QUANT_ACT %d\n#define UNIT_MMV1_D %d\n", b2i(qa), b2i(dual))
+		for _, k := range []string{"mmv1", "mmvq1", "mmvq8"} {
+			list := ""
+			if slices.Contains(kinds, k) {
+				list = "X(" + t + ")"
+			}
+			defs += fmt.Sprintf("#define UNIT_%s(X) %s\n", strings.ToUpper(k), list)
+		}
+		return unit{name, "mmvq.cu", defs}
+	}
+	us := []unit{
+		{"basic", "basic.cu", ""},
+		{"matmul", "matmul.cu", ""},
+		{"attention", "attention.cu", "#define UNIT_MLA 0\n"},
+		{"mla1", "attention.cu", "#define UNIT_MLA 1\n"},
+		{"mla2", "attention.cu", "#define UNIT_MLA 2\n"},
+		mmvqUnit("quant_act", true, "", false),
+	}
+	for _, t := range fast {
+		if t == "T_Q4_0" || t == "T_Q8_0" { // mmv1's types
+			us = append(us, mmvqUnit("mmv1_0_"+t, false, t, false, "mmv1"), mmvqUnit("mmv1_1_"+t, false, t, true, "mmv1"))
+		}
+		us = append(us, mmvqUnit("mmvq1_"+t, false, t, false, "mmvq1"), mmvqUnit("mmvq8_"+t, false, t, false, "mmvq8"))
+	}
+	return us
+}
 
 // latentWidth is kv_lora: attn_k_b's middle dimension, or the cache row
 // rounded down to 32 when the model has none.
@@ -42,8 +83,9 @@ func (b *Backend) latentWidth() int {
 }
 
 // shapeDefines specialises the kernels for this model: the cache row, the
-// latent width, the cache's element type and the weight types present.
-func (b *Backend) shapeDefines() string {
+// latent width, the cache's element type and the weight types present (and
+// the fast ones by name, for units).
+func (b *Backend) shapeDefines() (defs string, fastNames []string) {
 	kvl := b.kvl
 	var types []string
 	for t := range b.types {
@@ -61,6 +103,9 @@ func (b *Backend) shapeDefines() string {
 		}
 	}
 	sort.Strings(fast)
+	for _, t := range fast {
+		fastNames = append(fastNames, strings.TrimSuffix(strings.TrimPrefix(t, "X("), ")"))
+	}
 	maxK := 256
 	for _, w := range b.weights {
 		if fastTypes[w.typ] && len(w.dims) > 1 {
@@ -68,7 +113,7 @@ func (b *Backend) shapeDefines() string {
 		}
 	}
 	return fmt.Sprintf("#define CACHE_W %d\n#define KV_LORA %d\n#define CACHE_HALF %d\n#define MAX_K %d\n#define WEIGHT_TYPES(X) %s\n#define FAST_TYPES(X) %s\n",
-		b.kv.width, kvl, half, maxK, strings.Join(types, " "), strings.Join(fast, " ")) + drawDefines
+		b.kv.width, kvl, half, maxK, strings.Join(types, " "), strings.Join(fast, " ")) + drawDefines, fastNames
 }
 
 // drawDefines gives the draw kernels (kernels/basic.cu) the sizes the Go
@@ -81,18 +126,21 @@ func (b *Backend) compile() error {
 	start := time.Now()
 	arch := fmt.Sprintf("sm_%d%d", b.info.Major, b.info.Minor)
 	devKey := fmt.Sprintf("%s cc%d.%d driver %d", b.info.Name, b.info.Major, b.info.Minor, b.info.Driver)
-	bins, hits, err := compileModules(b.shapeDefines(), arch, devKey)
+	defs, fast := b.shapeDefines()
+	us := units(fast)
+	bins, hits, err := compileModules(defs, us, arch, devKey)
 	if err != nil {
 		return err
 	}
-	k := &kernels{fn: map[string]uintptr{}}
+	k := &kernels{unit: map[string]uintptr{}, fn: map[string]uintptr{}}
 	b.run(func() {
 		for i, bin := range bins {
 			var m uintptr
-			if err = b.d.check("cuModuleLoadData "+moduleFiles[i], call(b.d.cuModuleLoadData, uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(&bin[0])))); err != nil {
+			if err = b.d.check("cuModuleLoadData "+us[i].name, call(b.d.cuModuleLoadData, uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(&bin[0])))); err != nil {
 				return
 			}
 			k.modules = append(k.modules, m)
+			k.unit[us[i].name] = m
 		}
 	})
 	if err != nil {
@@ -108,9 +156,9 @@ func (b *Backend) compile() error {
 	return nil
 }
 
-// compileModules compiles every module for arch with the given defines, in
+// compileModules compiles every unit for arch with the model's defines, in
 // parallel, through the disk cache.
-func compileModules(defs, arch, devKey string) (bins [][]byte, hits []bool, err error) {
+func compileModules(defs string, us []unit, arch, devKey string) (bins [][]byte, hits []bool, err error) {
 	nv, err := loadNVRTC()
 	if err != nil {
 		return nil, nil, err
@@ -120,17 +168,17 @@ func compileModules(defs, arch, devKey string) (bins [][]byte, hits []bool, err 
 		return nil, nil, err
 	}
 	opts := []string{"--gpu-architecture=" + arch, "-std=c++17", "-default-device"}
-	bins = make([][]byte, len(moduleFiles))
-	hits = make([]bool, len(moduleFiles))
-	errs := make([]error, len(moduleFiles))
+	bins = make([][]byte, len(us))
+	hits = make([]bool, len(us))
+	errs := make([]error, len(us))
 	var wg sync.WaitGroup
-	for i, f := range moduleFiles {
-		body, err := sources.ReadFile("kernels/" + f)
+	for i, u := range us {
+		body, err := sources.ReadFile("kernels/" + u.file)
 		if err != nil {
 			return nil, nil, err
 		}
-		src := defs + string(common) + "\n"
-		for _, h := range moduleHeaders[f] {
+		src := defs + u.defs + string(common) + "\n"
+		for _, h := range moduleHeaders[u.file] {
 			text, err := sources.ReadFile("kernels/" + h)
 			if err != nil {
 				return nil, nil, err
@@ -141,7 +189,7 @@ func compileModules(defs, arch, devKey string) (bins [][]byte, hits []bool, err 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			bins[i], hits[i], errs[i] = nv.cachedCubin(strings.TrimSuffix(f, ".cu"), src, opts, devKey)
+			bins[i], hits[i], errs[i] = nv.cachedCubin(u.name, src, opts, devKey)
 		}()
 	}
 	wg.Wait()
@@ -153,17 +201,24 @@ func compileModules(defs, arch, devKey string) (bins [][]byte, hits []bool, err 
 	return bins, hits, nil
 }
 
-// moduleOf is the index in moduleFiles of the module defining kernel name.
-func moduleOf(name string) int {
+// unitOf is the name of the unit defining kernel name.
+func unitOf(name string) string {
 	switch {
+	case strings.HasPrefix(name, "mmvq1_"), strings.HasPrefix(name, "mmvq8_"):
+		return name
 	case strings.HasPrefix(name, "gemv_"), strings.HasPrefix(name, "gemm_"), strings.HasPrefix(name, "embed_"):
-		return 1
-	case strings.HasPrefix(name, "mmvq"), strings.HasPrefix(name, "mmv1_"), name == "quant_act":
-		return 2
-	case strings.HasPrefix(name, "attn_"), strings.HasPrefix(name, "mla_"), name == "kv_finish", name == "cache_store":
-		return 3
+		return "matmul"
+	case strings.HasPrefix(name, "mmv1_"): // mmv1_G_JC_D_T_Q4_0: unit mmv1_D_T_Q4_0
+		f := strings.SplitN(name, "_", 5)
+		return "mmv1_" + f[3] + "_" + f[4]
+	case name == "quant_act":
+		return "quant_act"
+	case strings.HasPrefix(name, "mla_decode"): // mla_decode1_T_Q4_0_T_Q4_0: MT 1
+		return "mla" + name[len("mla_decode"):len("mla_decode")+1]
+	case strings.HasPrefix(name, "attn_"), name == "kv_finish", name == "cache_store":
+		return "attention"
 	}
-	return 0
+	return "basic"
 }
 
 // function resolves a kernel by name (context thread not needed: the
@@ -183,7 +238,10 @@ func (b *Backend) lookup(name string) (uintptr, error) {
 	}
 	var f uintptr
 	var err error
-	m := b.kernels.modules[moduleOf(name)]
+	m, ok := b.kernels.unit[unitOf(name)]
+	if !ok {
+		return 0, fmt.Errorf("cuda: kernel %s: no unit %s compiled for this model", name, unitOf(name))
+	}
 	b.run(func() {
 		err = b.d.check("cuModuleGetFunction "+name, call(b.d.cuModuleGetFunction, uintptr(unsafe.Pointer(&f)), m, uintptr(unsafe.Pointer(cstr(name)))))
 	})

@@ -1,18 +1,23 @@
 // Attention over the latent cache: storing a token's row, split-K
 // attention with its merge, and the one-token kernels (attn_decode,
 // mla_decode) that also apply k_b and v_b (the absorptions) themselves.
+// Three units compile this file (exec.go's units): UNIT_MLA 1 and 2 hold
+// the mla_decode kernels of MT 1 and 2, UNIT_MLA 0 all the others.
 
 // cache_store writes token t's row (CACHE_W values) at position pos[t].
+#if !UNIT_MLA
 extern "C" __global__ void cache_store(cache_t* layer, const float* src, i64 ss, const int* pos) {
     pdl_entry();
     int t = blockIdx.x;
     cache_t* row = layer + (i64)pos[t] * CACHE_W;
     for (int j = threadIdx.x; j < CACHE_W; j += blockDim.x) row[j] = cstore(src[t * ss + j]);
 }
+#endif
 
 // kv_finish completes a token's cache row in one kernel: RMS-normalise the
 // latent (nw), rotate the rope key (freqs), write both back to kv and store
 // the row at the token's position.
+#if !UNIT_MLA
 extern "C" __global__ void kv_finish(cache_t* layer, float* kv, i64 ks, const int* pos, const float* nw, float eps, const float* freqs) {
     pdl_entry();
     __shared__ float red[32];
@@ -43,6 +48,7 @@ extern "C" __global__ void kv_finish(cache_t* layer, float* kv, i64 ks, const in
         row[KV_LORA + 2 * k + 1] = cstore(b);
     }
 }
+#endif
 
 // attn_merge merges the S splits of head th (t·H + h) into
 // olat[t][h·KV_LORA..]: each split's (max, sum, Σ e·latent) rescaled to the
@@ -245,17 +251,21 @@ __device__ __forceinline__ void attn_partial_impl(float* part, const float* quer
     attn_split<AP, false>(part, qsh, layer, nullptr, -1, p0, p1, th, S, s, scale, olat, counter);
 }
 
+#if !UNIT_MLA
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_partial(float* part, const float* query, const float* q, i64 qs, int nope, const float* freqs, const cache_t* layer,
                  const int* pos, int H, int S, float scale, float* olat, unsigned* counter) {
     attn_partial_impl<ATT_AP>(part, query, q, qs, nope, freqs, layer, pos, H, S, scale, olat, counter);
 }
+#endif
 
 // attn_combine merges the S splits of block t·H + h into olat[t][h·KV_LORA..].
+#if !UNIT_MLA
 extern "C" __global__ void attn_combine(float* olat, const float* part, int S) {
     pdl_entry();
     attn_merge(olat, part, S, blockIdx.x);
 }
+#endif
 
 // ---- One token: attn_decode ----
 //
@@ -454,7 +464,9 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
 #define ATTN_DECODE_T_Q5_K
 #define ATTN_DECODE_T_Q6_K
 #define ATTN_DECODE_IF(TY) ATTN_DECODE_##TY
+#if !UNIT_MLA
 FAST_TYPES(ATTN_DECODE_IF)
+#endif
 
 // ---- One token on tensor cores: mla_decode ----
 //
@@ -824,9 +836,10 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
 #define MLA_BODY(TK, TV, MT)
 #endif
 #if CACHE_HALF && KV_LORA % 128 == 0 && CACHE_W % 32 == 0
-#define MLA_DECODE(TK, TV, NAME)                                                                                               \
-    extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32, 1) mla_decode1##NAME(MD p) { MLA_BODY(TK, TV, 1) } \
-    extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32, 1) mla_decode2##NAME(MD p) { MLA_BODY(TK, TV, 2) }
+#define MLA_DECODE(TK, TV, NAME) MLA_DECODE_MT(TK, TV, NAME, UNIT_MLA)
+#define MLA_DECODE_MT(TK, TV, NAME, MT) MLA_DECODE_MT_(TK, TV, NAME, MT)
+#define MLA_DECODE_MT_(TK, TV, NAME, MT) \
+    extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32, 1) mla_decode##MT##NAME(MD p) { MLA_BODY(TK, TV, MT) }
 #else
 #define MLA_DECODE(TK, TV, NAME)
 #endif
@@ -836,4 +849,6 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
 #define MLA_DECODE_T_Q5_K
 #define MLA_DECODE_T_Q6_K
 #define MLA_DECODE_IF(TY) MLA_DECODE_##TY
+#if UNIT_MLA
 FAST_TYPES(MLA_DECODE_IF)
+#endif
