@@ -302,9 +302,8 @@ template <bool Q5> __device__ __forceinline__ int kchunk(const int4& q0, const i
 // kdots is dots (see QT<T_Q6_K>) for a Q4_K (Q5 false) or Q5_K block blk
 // whose quant words start at word qw: each token's sums are kchunk's and
 // kfinish's, but the scales and each chunk's quants are decoded once for
-// all tokens. The eight-token kernels use it; the one-token ones keep dot,
-// which decoded glm-4.7-flash Q4_K_M 7% faster than dots<1> (136.8 against
-// 126.8 tok/s, one call).
+// all tokens. The eight-token kernels use it; the one-token ones keep dot
+// (see QT<T_Q6_K>::dots).
 template <bool Q5, int NT>
 __device__ __forceinline__ void kdots(const int4* blk, int qw, const i8* const* a, const float* da, const int* const* bs, int nt, float* acc) {
     const int4 h = blk[0];
@@ -400,12 +399,40 @@ template <> struct QT<T_Q5_K> {
 template <> struct QT<T_Q6_K> {
     static constexpr int STRIDE = 210;  // bytes between blocks' quants in a row
     static constexpr int QB = 256, RPW = 4;
+    __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
+        const u8* blk = row + 210 * b;
+        const u8* ql = blk;
+        const u8* qh = blk + 128;
+        const i8* scales = (const i8*)(blk + 192);
+        const int* ai = (const int*)a;
+        int aux = 0;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                int s0 = 0, s1 = 0;
+#pragma unroll
+                for (int k = 0; k < 8; k++) {
+                    int qlw = ld32u(ql + 64 * h + 32 * (s & 1) + 4 * k);
+                    int qhw = ld32u(qh + 32 * h + 4 * k);
+                    int q = ((qlw >> (4 * (s >> 1))) & 0x0F0F0F0F) | (((qhw >> (2 * s)) & 0x03030303) << 4);
+                    if (k < 4) s0 = dp4a(q, ai[32 * h + 8 * s + k], s0);
+                    else s1 = dp4a(q, ai[32 * h + 8 * s + k], s1);
+                }
+                int g = 8 * h + 2 * s;
+                aux += (int)scales[g] * (s0 - 32 * bs[g]) + (int)scales[g + 1] * (s1 - 32 * bs[g + 1]);
+            }
+        }
+        float d = h2f(*(const u16*)(blk + 208)) * da;
+        return d * (float)aux;
+    }
     // dots adds block b's dot products with nt ≤ NT tokens' 8-bit blocks
-    // (a[t], scales da[t], sums of 16 bs[t]) into acc: each 32-value run of
-    // quants is decoded once for all tokens, and the halves are a loop, which
-    // keeps the eight-token kernel small enough for NVRTC to compile in about
-    // a second. Each token's integer sums and float products are those of a
-    // one-token dot, in the same order.
+    // (a[t], scales da[t], sums of 16 bs[t]) into acc, each token's as dot
+    // computes it: each 32-value run of quants is decoded once for all
+    // tokens, and the halves are a loop, which keeps the eight-token kernel
+    // small enough for NVRTC to compile in about a second. The one-token
+    // kernels keep dot: with dots, glm-4.7-flash Q4_K_M (Q6_K down
+    // projections) decoded 7% slower.
     template <int NT>
     __device__ static void dots(const u8* row, int b, const i8* const* a, const float* da, const int* const* bs, int nt, float* acc) {
         const u8* blk = row + 210 * b;
@@ -494,11 +521,11 @@ template <int TY, int NT> __device__ __forceinline__ void mmvq_impl(const MQ& p)
             float acc[NT], acc2[NT];
 #pragma unroll
             for (int t = 0; t < NT; t++) acc[t] = acc2[t] = 0.f;
-            // dots: eight tokens of K-quants (and Q6_K's one), a lane's few
-            // big blocks one at a time (unrolling them costs NVRTC seconds,
-            // not kernel time)
-            constexpr bool DOTS = QB == 256 && (NT > 1 || TY == T_Q6_K);
-#pragma unroll (DOTS ? 1 : 4)
+            // dots: eight tokens of K-quants. K-quant lanes take their few
+            // big blocks one at a time (unrolling them costs NVRTC seconds:
+            // a lane has one or two blocks at these models' widths)
+            constexpr bool DOTS = QB == 256 && NT > 1;
+#pragma unroll (QB == 256 ? 1 : 4)
             for (int b = l; b < nb; b += LPR) {
                 if constexpr (DOTS) {  // each block decoded once for all tokens
                     const int nt = NT > 1 ? (int)min((i64)NT, p.T - t0) : 1;
