@@ -1,6 +1,9 @@
 package cuda
 
 import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,7 +12,8 @@ import (
 )
 
 // The kernels compile with NVRTC for Hopper at the three target models'
-// shapes with every weight type. This needs NVRTC only, not a GPU.
+// shapes with every weight type, and every kernel is in the unit unitOf
+// looks it up in, and in no other. This needs NVRTC only, not a GPU.
 func TestKernelsCompile(t *testing.T) {
 	if _, err := loadNVRTC(); err != nil {
 		t.Skipf("no NVRTC here: %v", err)
@@ -39,6 +43,48 @@ func TestKernelsCompile(t *testing.T) {
 		}
 	}
 	t.Logf("cold compile %v, from the cache %v", cold, time.Since(start))
+	seen := map[string]string{}
+	for i, bin := range bins {
+		for _, k := range kernelNames(t, bin) {
+			if u := unitOf(k); u != us[i].name {
+				t.Errorf("kernel %s is in unit %s, but unitOf gives %s", k, us[i].name, u)
+			}
+			if other, ok := seen[k]; ok {
+				t.Errorf("kernel %s is in units %s and %s", k, other, us[i].name)
+			}
+			seen[k] = us[i].name
+		}
+	}
+	for _, k := range []string{"rmsnorm", "quant_act", "mmv1_1_2_0_T_Q4_0", "mmvq1_T_Q6_K", "mmvq8_T_Q4_K", "attn_decode_T_Q8_0_T_Q8_0", "mla_decode2_T_Q4_0_T_Q4_0", "gemm_T_F16"} {
+		if seen[k] == "" {
+			t.Errorf("no unit holds %s", k)
+		}
+	}
+}
+
+// kernelNames are the entry points of a cubin: its global functions. The
+// cubin's ELF header carries CUDA's own ABI version, which debug/elf
+// refuses, so a copy gets the standard one.
+func kernelNames(t *testing.T, cubin []byte) []string {
+	t.Helper()
+	b := append([]byte(nil), cubin...)
+	b[elf.EI_VERSION] = byte(elf.EV_CURRENT)
+	binary.LittleEndian.PutUint32(b[20:], uint32(elf.EV_CURRENT)) // e_version
+	f, err := elf.NewFile(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("read cubin: %v", err)
+	}
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatalf("cubin symbols: %v", err)
+	}
+	var names []string
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && elf.ST_BIND(s.Info) == elf.STB_GLOBAL {
+			names = append(names, s.Name)
+		}
+	}
+	return names
 }
 
 // LATENT_CACHE_TYPE picks the cache's element type; anything else is refused
