@@ -3,6 +3,7 @@ package cuda
 import (
 	"embed"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -33,10 +34,12 @@ type unit struct {
 // moduleHeaders are the headers a file needs besides common.cuh.
 var moduleHeaders = map[string][]string{"mmvq.cu": {"dot.cuh"}, "attention.cu": {"dot.cuh"}}
 
-// units are the programs for a model whose fast weight types are fast
+// units are the programs for a model with the given fast weight types
 // (device names: T_Q4_0, ...), compiled in parallel. A cold start waits
 // for the slowest unit, so the costly ones are split: each type's products
-// (mmv1, mmvq1, mmvq8) and mla_decode are units of their own.
+// (mmv1, mmvq1, mmvq8) and mla_decode are units of their own. One-token
+// Q4_0 and Q8_0 products are always mmv1's (mqLaunch), so those types get
+// no mmvq1 unit.
 func units(fast []string) []unit {
 	// mmvqUnit holds quant_act (when qa) and, for type t, the kernels kinds
 	// names (mmv1: the one-token Q4_0/Q8_0 products, those with gate/up
@@ -63,8 +66,10 @@ func units(fast []string) []unit {
 	for _, t := range fast {
 		if t == "T_Q4_0" || t == "T_Q8_0" { // mmv1's types
 			us = append(us, mmvqUnit("mmv1_0_"+t, false, t, false, "mmv1"), mmvqUnit("mmv1_1_"+t, false, t, true, "mmv1"))
+		} else {
+			us = append(us, mmvqUnit("mmvq1_"+t, false, t, false, "mmvq1"))
 		}
-		us = append(us, mmvqUnit("mmvq1_"+t, false, t, false, "mmvq1"), mmvqUnit("mmvq8_"+t, false, t, false, "mmvq8"))
+		us = append(us, mmvqUnit("mmvq8_"+t, false, t, false, "mmvq8"))
 	}
 	return us
 }
@@ -99,12 +104,12 @@ func (b *Backend) shapeDefines() (defs string, fastNames []string) {
 	var fast []string
 	for t := range b.types {
 		if fastTypes[t] {
-			fast = append(fast, fmt.Sprintf("X(%s)", deviceTypes[t]))
+			fastNames = append(fastNames, deviceTypes[t])
 		}
 	}
-	sort.Strings(fast)
-	for _, t := range fast {
-		fastNames = append(fastNames, strings.TrimSuffix(strings.TrimPrefix(t, "X("), ")"))
+	sort.Strings(fastNames)
+	for _, n := range fastNames {
+		fast = append(fast, fmt.Sprintf("X(%s)", n))
 	}
 	maxK := 256
 	for _, w := range b.weights {
@@ -137,6 +142,9 @@ func (b *Backend) compile() error {
 		for i, bin := range bins {
 			var m uintptr
 			if err = b.d.check("cuModuleLoadData "+us[i].name, call(b.d.cuModuleLoadData, uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(&bin[0])))); err != nil {
+				for _, m := range k.modules { // Close unloads only b.kernels' modules
+					call(b.d.cuModuleUnload, m)
+				}
 				return
 			}
 			k.modules = append(k.modules, m)
@@ -172,6 +180,7 @@ func compileModules(defs string, us []unit, arch, devKey string) (bins [][]byte,
 	hits = make([]bool, len(us))
 	errs := make([]error, len(us))
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, max(1, runtime.NumCPU())) // at most a compile per core
 	for i, u := range us {
 		body, err := sources.ReadFile("kernels/" + u.file)
 		if err != nil {
@@ -189,6 +198,8 @@ func compileModules(defs string, us []unit, arch, devKey string) (bins [][]byte,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			bins[i], hits[i], errs[i] = nv.cachedCubin(u.name, src, opts, devKey)
 		}()
 	}
@@ -209,11 +220,13 @@ func unitOf(name string) string {
 	case strings.HasPrefix(name, "gemv_"), strings.HasPrefix(name, "gemm_"), strings.HasPrefix(name, "embed_"):
 		return "matmul"
 	case strings.HasPrefix(name, "mmv1_"): // mmv1_G_JC_D_T_Q4_0: unit mmv1_D_T_Q4_0
-		f := strings.SplitN(name, "_", 5)
-		return "mmv1_" + f[3] + "_" + f[4]
+		if f := strings.SplitN(name, "_", 5); len(f) == 5 {
+			return "mmv1_" + f[3] + "_" + f[4]
+		}
+		return ""
 	case name == "quant_act":
 		return "quant_act"
-	case strings.HasPrefix(name, "mla_decode"): // mla_decode1_T_Q4_0_T_Q4_0: MT 1
+	case strings.HasPrefix(name, "mla_decode") && len(name) > len("mla_decode"): // mla_decode1_T_Q4_0_T_Q4_0: MT 1
 		return "mla" + name[len("mla_decode"):len("mla_decode")+1]
 	case strings.HasPrefix(name, "attn_"), name == "kv_finish", name == "cache_store":
 		return "attention"

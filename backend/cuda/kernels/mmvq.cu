@@ -523,12 +523,14 @@ template <int TY, int NT> __device__ __forceinline__ void mmvq_impl(const MQ& p)
             for (int t = 0; t < NT; t++) acc[t] = acc2[t] = 0.f;
             // dots: eight tokens of K-quants. K-quant lanes take their few
             // big blocks (one or two at these models' widths) one at a time:
-            // unrolled by 4, mmvq1_T_Q6_K took 7 s instead of 1 to compile
-            // (NVRTC 12.4, 2-core VM) and glm-4.7-flash Q4_K_M decoded 6% slower
+            // unrolled by 4, mmvq1_T_Q6_K took 6.9 s instead of 2.2 to
+            // compile (NVRTC 12.4, 2-core VM), and glm-4.7-flash Q4_K_M
+            // decoded 136.8 tok/s instead of 145.3 (a78e623 against fcfd8a9,
+            // one call)
             constexpr bool DOTS = QB == 256 && NT > 1;
 #pragma unroll (QB == 256 ? 1 : 4)
             for (int b = l; b < nb; b += LPR) {
-                if constexpr (DOTS) {  // each block decoded once for all tokens
+                if constexpr (DOTS) {  // each block decoded once for all tokens; never local (NT > 1)
                     const int nt = (int)min((i64)NT, p.T - t0);
                     const i8* a[NT];
                     float da[NT];
@@ -536,9 +538,9 @@ template <int TY, int NT> __device__ __forceinline__ void mmvq_impl(const MQ& p)
 #pragma unroll
                     for (int t = 0; t < NT; t++) {
                         const i64 R = R0 + (i64)(t0 + t) * p.xrows;
-                        a[t] = local ? sq + k * K + b * QB : p.xq + R * p.K + (i64)b * QB;
-                        da[t] = t < nt ? (local ? sd[k * (K / QB) + b] : p.xd[R * nb + b]) : 0.f;
-                        bs[t] = local ? sbs + k * (K / 16) + b * 16 : p.xb + R * (p.K / 16) + b * 16;
+                        a[t] = p.xq + R * p.K + (i64)b * QB;
+                        da[t] = t < nt ? p.xd[R * nb + b] : 0.f;
+                        bs[t] = p.xb + R * (p.K / 16) + b * 16;
                     }
                     QT<TY>::template dots<NT>(row, b, a, da, bs, nt, acc);
                     if (row2) QT<TY>::template dots<NT>(row2, b, a, da, bs, nt, acc2);
