@@ -1,0 +1,58 @@
+package cuda
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/latent-ai/latent/quant"
+)
+
+// Every kernel the backend can launch has a unit for unitOf to find it in,
+// for a model with any one fast weight type: mqLaunch's products over token
+// counts, gate/up or not, widths and problem counts; the one-token
+// attention kernels for the types they serve; and the fixed kernels. (That
+// the unit defines the kernel is TestKernelsCompile's part, where NVRTC
+// is.) This needs neither NVRTC nor a GPU.
+func TestEveryLaunchedKernelHasAUnit(t *testing.T) {
+	b := &Backend{mmv1Names: map[[4]int]string{}}
+	b.info.SMs = 132
+	fixed := []string{"add", "argmax", "attn_combine", "attn_partial", "cache_store", "kv_finish", "moe_combine", "moe_route",
+		"moe_router", "noop", "pick_draw", "pick_top", "prep", "quant_act", "rmsnorm", "rope", "swiglu"}
+	for _, typ := range slices.Sorted(maps.Keys(fastTypes)) {
+		names := []string{"gemv_" + deviceTypes[quant.F16], "gemm_" + deviceTypes[quant.F32], "embed_" + deviceTypes[typ]}
+		names = append(names, fixed...)
+		for _, T := range []int64{1, 3, 40} {
+			for _, dual := range []bool{false, true} {
+				for _, K := range []int64{256, 1536, 2048, 10944} {
+					for _, N := range []int64{128, 2048, 151552} {
+						for _, ny := range []int{1, 8} {
+							m := &mq{typ: typ, T: T, K: K, N: N, ny: ny}
+							if dual {
+								m.w2 = 1
+							}
+							name, _, _ := b.mqLaunch(m)
+							names = append(names, name)
+						}
+					}
+				}
+			}
+		}
+		if typ == quant.Q4_0 || typ == quant.Q8_0 { // decodeServes' types
+			names = append(names, attnDecodeName(typ))
+			for mt := 1; mt <= 2; mt++ {
+				names = append(names, fmt.Sprintf("mla_decode%d_%s_%s", mt, deviceTypes[typ], deviceTypes[typ]))
+			}
+		}
+		have := map[string]bool{}
+		for _, u := range units([]string{deviceTypes[typ]}) {
+			have[u.name] = true
+		}
+		for _, n := range slices.Compact(slices.Sorted(slices.Values(names))) {
+			if !have[unitOf(n)] {
+				t.Errorf("%s model: kernel %s maps to unit %q, which is not compiled", deviceTypes[typ], n, unitOf(n))
+			}
+		}
+	}
+}
