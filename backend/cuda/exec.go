@@ -41,9 +41,9 @@ var moduleHeaders = map[string][]string{"mmvq.cu": {"dot.cuh"}, "attention.cu": 
 // Q4_0 and Q8_0 products are always mmv1's (mqLaunch), so those types get
 // no mmvq1 unit.
 func units(fast []string) []unit {
-	// mmvqUnit holds quant_act (when qa) and, for type t, the kernels kinds
-	// names (mmv1: the one-token Q4_0/Q8_0 products, those with gate/up
-	// when dual; mmvq1, mmvq8).
+	// mmvqUnit holds quant_act (when qa) and type t's kernels of the kinds
+	// named: mmv1 (the one-token Q4_0/Q8_0 products; with gate/up when
+	// dual, else without), mmvq1, mmvq8.
 	mmvqUnit := func(name string, qa bool, t string, dual bool, kinds ...string) unit {
 		defs := fmt.Sprintf("#define UNIT_QUANT_ACT %d\n#define UNIT_MMV1_D %d\n", b2i(qa), b2i(dual))
 		for _, k := range []string{"mmv1", "mmvq1", "mmvq8"} {
