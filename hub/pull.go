@@ -411,17 +411,28 @@ func syncDir(dir string) {
 	}
 }
 
+// CheckPath reports whether ref is a model file on disk, and an error when
+// it names a local path that is not one (missing, or a directory), without
+// touching the network: commands call it to report a bad path before
+// anything else.
+func CheckPath(ref string) (local bool, err error) {
+	if st, err := os.Stat(ref); err == nil {
+		if !st.Mode().IsRegular() {
+			return false, fmt.Errorf("%s: not a GGUF file: not a regular file", ref)
+		}
+		return true, nil
+	} else if looksLikePath(ref) {
+		return false, fmt.Errorf("%s: no such model file", ref)
+	}
+	return false, nil
+}
+
 // Resolve returns the local path of the model ref names: a .gguf path as it
 // is, or a file in the store, pulled from the Hub on first use with progress
 // written to opts.Progress.
 func Resolve(ctx context.Context, ref string, opts Options) (string, error) {
-	if st, err := os.Stat(ref); err == nil {
-		if !st.Mode().IsRegular() {
-			return "", fmt.Errorf("%s: not a GGUF file: not a regular file", ref)
-		}
-		return ref, nil
-	} else if looksLikePath(ref) {
-		return "", fmt.Errorf("%s: no such model file", ref)
+	if local, err := CheckPath(ref); local || err != nil {
+		return ref, err
 	}
 	r, err := ParseRef(ref)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/latent-ai/latent/chat"
 	"github.com/latent-ai/latent/engine"
+	"github.com/latent-ai/latent/hub"
 	"github.com/latent-ai/latent/model"
 )
 
@@ -183,6 +184,9 @@ func loadRef(cmd *cobra.Command, ref string, opts model.Options) (*model.Loaded,
 // runText answers prompt once, or chats when there is none and stdin is a
 // terminal.
 func runText(cmd *cobra.Command, ref string, args []string, o *runOptions) error {
+	if _, err := hub.CheckPath(ref); err != nil { // before asking for a prompt
+		return err
+	}
 	stdin, interactive := terminalFile(cmd.InOrStdin())
 	prompt := strings.Join(args, " ")
 	if !interactive {

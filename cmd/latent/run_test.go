@@ -461,6 +461,10 @@ func TestRunOnce(t *testing.T) {
 			t.Errorf("%v: printed %q", tc.args, out)
 		}
 	}
+	// A missing file is named before the missing prompt.
+	if _, _, err := runWithStdin(t, "", filepath.Join(t.TempDir(), "missing.gguf")); err == nil || !strings.Contains(err.Error(), "missing.gguf: no such model file") {
+		t.Errorf("missing file, no prompt: error %v, want the file named", err)
+	}
 }
 
 // `latent run REF` pulls a Hub model into the store the first time, then
