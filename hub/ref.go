@@ -26,6 +26,8 @@ func (r Ref) Repository() string { return r.Owner + "/" + r.Repo }
 func (r Ref) String() string {
 	s := "hf.co/" + r.Repository()
 	switch {
+	case strings.HasPrefix(r.File, "blob/main/") || strings.HasPrefix(r.File, "resolve/main/"):
+		s += "/resolve/main/" + r.File // ParseRef drops one blob/main or resolve/main, as the web UI writes them
 	case r.File != "":
 		s += "/" + r.File
 	case r.Quant != "":
