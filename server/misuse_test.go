@@ -60,6 +60,7 @@ func TestBadInputs(t *testing.T) {
 		{"completion without prompt", "/v1/completions", `{"max_tokens":3}`, 400, "prompt", "missing", ""},
 		{"completion of two prompts", "/v1/completions", `{"prompt":["a","b"]}`, 400, "prompt", "2 prompts", ""},
 		{"completion prompt an object", "/v1/completions", `{"prompt":{"a":1}}`, 400, "prompt", "must be a string", ""},
+		{"completion prompt nested twice", "/v1/completions", `{"prompt":[["a"]]}`, 400, "prompt", "must be a string", ""},
 		{"completion too long", "/v1/completions", `{"prompt":"` + long + `"}`, 400, "", "tokens, more than fit in the context of 64", "context_length_exceeded"},
 		// Around each limit that engine.CheckPrompt enforces, with the
 		// server's room for the answer.

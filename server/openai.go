@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -361,13 +362,34 @@ func (s *Server) completionRequest(req *completionRequest) (*genRequest, error) 
 	return gen, nil
 }
 
-// parsePrompt reads a completion prompt: a string or token ids, or a list
-// holding one of those.
+// parsePrompt reads a completion prompt as OpenAI's API takes one: a
+// string or token ids, or a list holding one of those.
 func parsePrompt(raw json.RawMessage, gen *genRequest) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return badRequest("prompt", "prompt is missing")
 	}
+	if err := parseOnePrompt(raw, gen); err == nil || !errors.Is(err, errNotAPrompt) {
+		return err
+	}
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) == nil {
+		if len(list) != 1 {
+			return badRequest("prompt", fmt.Sprintf("prompt holds %d prompts: send one per request", len(list)))
+		}
+		if err := parseOnePrompt(bytes.TrimSpace(list[0]), gen); !errors.Is(err, errNotAPrompt) {
+			return err
+		}
+	}
+	return badRequest("prompt", "prompt must be a string, an array of token ids, or an array holding one of those")
+}
+
+// errNotAPrompt is parseOnePrompt's answer to JSON that is neither a
+// string nor token ids.
+var errNotAPrompt = errors.New("not a prompt")
+
+// parseOnePrompt reads one prompt: a string or token ids.
+func parseOnePrompt(raw json.RawMessage, gen *genRequest) error {
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
 		if text == "" {
@@ -384,16 +406,7 @@ func parsePrompt(raw json.RawMessage, gen *genRequest) error {
 		gen.tokens = ids
 		return nil
 	}
-	var list []json.RawMessage
-	if json.Unmarshal(raw, &list) == nil {
-		if len(list) != 1 {
-			return badRequest("prompt", fmt.Sprintf("prompt holds %d prompts: send one per request", len(list)))
-		}
-		if e := bytes.TrimSpace(list[0]); len(e) > 0 && (e[0] == '[' || e[0] == '"') {
-			return parsePrompt(e, gen)
-		}
-	}
-	return badRequest("prompt", "prompt must be a string, an array of token ids, or an array holding one of those")
+	return errNotAPrompt
 }
 
 // responseModel is the model name a response carries: the one the client
