@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -373,7 +374,7 @@ func (c *chatSession) setParameter(name, value string) error {
 			return nil
 		}
 		var v uint64
-		if _, err = fmt.Sscan(value, &v); err == nil {
+		if v, err = strconv.ParseUint(value, 10, 64); err == nil {
 			s.Seed, c.seedSet = v, true
 		}
 	case "num_predict":
@@ -400,16 +401,15 @@ func (c *chatSession) setParameter(name, value string) error {
 	return nil
 }
 
+// parseFloat32 and parseInt read a whole value (fmt.Sscan took "0.3abc"
+// for 0.3).
 func parseFloat32(s string) (float32, error) {
-	var v float32
-	_, err := fmt.Sscan(s, &v)
-	return v, err
+	v, err := strconv.ParseFloat(s, 32)
+	return float32(v), err
 }
 
 func parseInt(s string) (int, error) {
-	var v int
-	_, err := fmt.Sscan(s, &v)
-	return v, err
+	return strconv.Atoi(s)
 }
 
 func (c *chatSession) show(args []string) {
