@@ -11,7 +11,7 @@ import (
 // to exactly what Decode gives for all of them, and whenever the text so far
 // is valid UTF-8, so is every piece handed out for it.
 func FuzzDecoder(f *testing.F) {
-	f.Add([]byte{228, 0, 184, 0, 173, 0})        // 中 as three byte tokens
+	f.Add([]byte{228, 0, 184, 0, 173, 0})          // 中 as three byte tokens
 	f.Add([]byte{0xf0, 0, 0x9f, 0, 0x98, 0, 0x80}) // 😀, cut short
 	f.Add([]byte{0xff, 0xff, 0x41, 0, 0xc0, 0})    // out of range, A, a lone lead byte
 	toks := make([]*Tokenizer, len(goldenModels))
