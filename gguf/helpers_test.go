@@ -149,34 +149,11 @@ func tinyFile(tb testing.TB, version uint32, align uint32) []byte {
 	return buildFile(tb, version, kvs, tensors, 5)
 }
 
-// reencode writes f back out with the Writer: the same metadata in the same
-// order, the same tensors and their bytes (offsets are the Writer's own).
+// reencode writes f back out unchanged (Rewrite).
 func reencode(f *File) ([]byte, error) {
 	var buf bytes.Buffer
-	w := NewWriter(&buf)
-	w.Version = f.Version
-	for _, kv := range f.KV {
-		if err := w.SetKV(kv.Key, kv.Value); err != nil {
-			return nil, err
-		}
-	}
-	for _, t := range f.Tensors {
-		if err := w.AddTensor(t.Name, t.Type, t.Dims...); err != nil {
-			return nil, err
-		}
-	}
-	if err := w.WriteHeader(); err != nil {
-		return nil, err
-	}
-	for i := range f.Tensors {
-		if _, err := w.Write(f.TensorData(&f.Tensors[i])); err != nil {
-			return nil, err
-		}
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	err := Rewrite(&buf, f, nil)
+	return buf.Bytes(), err
 }
 
 // sameContent reports how a and b differ in metadata, tensor directory

@@ -287,6 +287,43 @@ func TestRoundTripIdempotent(t *testing.T) {
 	}
 }
 
+// Rewrite replaces the values of keys the file has, in place, adds the
+// others after them in key order, and keeps every tensor's bytes.
+func TestRewriteSets(t *testing.T) {
+	f, err := Parse("a.gguf", tinyFile(t, 3, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := f.KV[len(f.KV)-1].Key
+	var buf bytes.Buffer
+	if err := Rewrite(&buf, f, map[string]Value{key: String("new"), "z.b": Uint32(2), "z.a": Uint32(1)}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Parse("b.gguf", buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.KV) != len(f.KV)+2 {
+		t.Fatalf("%d keys, want %d", len(g.KV), len(f.KV)+2)
+	}
+	for i, kv := range f.KV[:len(f.KV)-1] {
+		if g.KV[i].Key != kv.Key || !g.KV[i].Value.Equal(kv.Value) {
+			t.Errorf("key #%d: %q=%s, want %q=%s", i, g.KV[i].Key, g.KV[i].Value.Format(), kv.Key, kv.Value.Format())
+		}
+	}
+	n := len(f.KV)
+	for i, want := range []KV{{key, String("new")}, {"z.a", Uint32(1)}, {"z.b", Uint32(2)}} {
+		if got := g.KV[n-1+i]; got.Key != want.Key || !got.Value.Equal(want.Value) {
+			t.Errorf("key #%d: %q=%s, want %q=%s", n-1+i, got.Key, got.Value.Format(), want.Key, want.Value.Format())
+		}
+	}
+	for i := range f.Tensors {
+		if !bytes.Equal(f.TensorData(&f.Tensors[i]), g.TensorData(&g.Tensors[i])) {
+			t.Errorf("tensor %q: data differ", f.Tensors[i].Name)
+		}
+	}
+}
+
 func TestWriterErrors(t *testing.T) {
 	type step func(w *Writer) error
 	cases := []struct {

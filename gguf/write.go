@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/latent-ai/latent/quant"
 )
@@ -212,6 +214,44 @@ func (w *Writer) Close() error {
 		return fmt.Errorf("gguf: tensor %q is missing %d bytes of data", w.tensors[w.cur].Name, w.curLeft)
 	}
 	return w.w.Flush()
+}
+
+// Rewrite writes f to w again with the Writer: its version, its metadata in
+// order with the values in set replacing those of the same keys (keys f
+// lacks follow, sorted), then its tensors and their bytes.
+func Rewrite(w io.Writer, f *File, set map[string]Value) error {
+	gw := NewWriter(w)
+	gw.Version = f.Version
+	for _, kv := range f.KV {
+		v, ok := set[kv.Key]
+		if !ok {
+			v = kv.Value
+		}
+		if err := gw.SetKV(kv.Key, v); err != nil {
+			return err
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if !gw.keys[k] {
+			if err := gw.SetKV(k, set[k]); err != nil {
+				return err
+			}
+		}
+	}
+	for _, t := range f.Tensors {
+		if err := gw.AddTensor(t.Name, t.Type, t.Dims...); err != nil {
+			return err
+		}
+	}
+	if err := gw.WriteHeader(); err != nil {
+		return err
+	}
+	for i := range f.Tensors {
+		if _, err := gw.Write(f.TensorData(&f.Tensors[i])); err != nil {
+			return err
+		}
+	}
+	return gw.Close()
 }
 
 // checkValue reports why v cannot be written so that a reader accepts it: a

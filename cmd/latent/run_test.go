@@ -171,33 +171,13 @@ func withMetadata(t *testing.T, name string, set map[string]gguf.Value) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer out.Close()
-	w := gguf.NewWriter(out)
-	check := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
+	err = gguf.Rewrite(out, src, set)
+	if cerr := out.Close(); err == nil {
+		err = cerr
 	}
-	for _, kv := range src.KV {
-		if v, ok := set[kv.Key]; ok {
-			kv.Value = v
-			delete(set, kv.Key)
-		}
-		check(w.SetKV(kv.Key, kv.Value))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for k, v := range set {
-		check(w.SetKV(k, v))
-	}
-	for _, ti := range src.Tensors {
-		check(w.AddTensor(ti.Name, ti.Type, ti.Dims...))
-	}
-	check(w.WriteHeader())
-	for i := range src.Tensors {
-		_, err := w.Write(src.TensorData(&src.Tensors[i]))
-		check(err)
-	}
-	check(w.Close())
 	return path
 }
 
