@@ -11,17 +11,24 @@ import (
 	"github.com/latent-ai/latent/synth"
 )
 
+// synthFile synthesizes a preset in memory, parsed as "tiny.gguf".
+func synthFile(tb testing.TB, preset string, format synth.Format) *gguf.File {
+	tb.Helper()
+	var buf bytes.Buffer
+	if _, _, err := synth.Write(context.Background(), &buf, synth.Options{Preset: preset, Format: format, Seed: 1}); err != nil {
+		tb.Fatal(err)
+	}
+	f, err := gguf.Parse("tiny.gguf", buf.Bytes())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
+
 // loadSynth synthesizes a preset in memory and loads it on a CPU backend.
 func loadSynth(t testing.TB, preset string, format synth.Format, ctx int) *deepseek2.Model {
 	t.Helper()
-	var buf bytes.Buffer
-	if _, _, err := synth.Write(context.Background(), &buf, synth.Options{Preset: preset, Format: format, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := gguf.Parse(preset, buf.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := synthFile(t, preset, format)
 	be := cpu.New(2)
 	t.Cleanup(func() { be.Close() })
 	m, err := deepseek2.Load(f, be, ctx)

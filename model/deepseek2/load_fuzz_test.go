@@ -8,13 +8,14 @@ import (
 	"github.com/latent-ai/latent/backend/cpu"
 	"github.com/latent-ai/latent/gguf"
 	"github.com/latent-ai/latent/model/deepseek2"
+	"github.com/latent-ai/latent/synth"
 )
 
 // A tiny MoE model with one numeric metadata value replaced by any other
 // either fails to load with an error or loads and decodes two tokens to a
 // vocabulary's worth of logits; it never panics or runs out of memory.
 func FuzzLoadMetadata(f *testing.F) {
-	orig := tinyFile(f, "tiny-glm")
+	orig := synthFile(f, "tiny-glm", synth.Q4_0)
 	var keys []string // the numeric keys of the model (not the file's alignment)
 	for _, kv := range orig.KV {
 		if _, ok := kv.Value.Uint(); ok && kv.Key != "general.alignment" {

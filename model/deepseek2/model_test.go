@@ -1,38 +1,20 @@
 package deepseek2_test
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/latent-ai/latent/backend/cpu"
-	"github.com/latent-ai/latent/gguf"
 	"github.com/latent-ai/latent/model/deepseek2"
 	"github.com/latent-ai/latent/synth"
 )
-
-// tinyFile is a Q4_0 file of a tiny synth preset, parsed from memory as
-// "tiny.gguf".
-func tinyFile(tb testing.TB, preset string) *gguf.File {
-	tb.Helper()
-	var buf bytes.Buffer
-	if _, _, err := synth.Write(context.Background(), &buf, synth.Options{Preset: preset, Format: synth.Q4_0, Seed: 1}); err != nil {
-		tb.Fatal(err)
-	}
-	f, err := gguf.Parse("tiny.gguf", buf.Bytes())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return f
-}
 
 // The context asked for at load: 0 is the default, a negative one or one past
 // the trained context (4096 for the tiny presets) is an error that says so,
 // and nothing is allocated for it (--ctx 100000000 once died out of memory).
 func TestLoadContext(t *testing.T) {
-	f := tinyFile(t, "tiny-youtu")
+	f := synthFile(t, "tiny-youtu", synth.Q4_0)
 	for _, tc := range []struct {
 		ctx  int
 		want int    // the context loaded, when no error
