@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -369,7 +368,7 @@ func parsePrompt(raw json.RawMessage, gen *genRequest) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return badRequest("prompt", "prompt is missing")
 	}
-	if err := parseOnePrompt(raw, gen); err == nil || !errors.Is(err, errNotAPrompt) {
+	if ok, err := parseOnePrompt(raw, gen); ok {
 		return err
 	}
 	var list []json.RawMessage
@@ -377,36 +376,33 @@ func parsePrompt(raw json.RawMessage, gen *genRequest) error {
 		if len(list) != 1 {
 			return badRequest("prompt", fmt.Sprintf("prompt holds %d prompts: send one per request", len(list)))
 		}
-		if err := parseOnePrompt(bytes.TrimSpace(list[0]), gen); !errors.Is(err, errNotAPrompt) {
+		if ok, err := parseOnePrompt(bytes.TrimSpace(list[0]), gen); ok {
 			return err
 		}
 	}
 	return badRequest("prompt", "prompt must be a string, an array of token ids, or an array holding one of those")
 }
 
-// errNotAPrompt is parseOnePrompt's answer to JSON that is neither a
-// string nor token ids.
-var errNotAPrompt = errors.New("not a prompt")
-
-// parseOnePrompt reads one prompt: a string or token ids.
-func parseOnePrompt(raw json.RawMessage, gen *genRequest) error {
+// parseOnePrompt reads one prompt, a string or token ids, reporting whether
+// raw is one (empty, it is still an error).
+func parseOnePrompt(raw json.RawMessage, gen *genRequest) (bool, error) {
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
 		if text == "" {
-			return badRequest("prompt", "prompt is empty")
+			return true, badRequest("prompt", "prompt is empty")
 		}
 		gen.prompt = text
-		return nil
+		return true, nil
 	}
 	var ids []int32
 	if json.Unmarshal(raw, &ids) == nil {
 		if len(ids) == 0 {
-			return badRequest("prompt", "prompt is empty")
+			return true, badRequest("prompt", "prompt is empty")
 		}
 		gen.tokens = ids
-		return nil
+		return true, nil
 	}
-	return errNotAPrompt
+	return false, nil
 }
 
 // responseModel is the model name a response carries: the one the client
