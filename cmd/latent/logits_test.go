@@ -38,7 +38,7 @@ func TestLogitsMatchLlamaCpp(t *testing.T) {
 				feed[i] = s.Token
 			}
 			out, err := runLatent(t, "logits", filepath.Join(goldenDir, "models", name+".gguf"),
-				"--tokens", joinTokens(want.Prompt), "--steps", strconv.Itoa(len(want.Steps)), "--feed", joinTokens(feed), "--backend", "cpu")
+				"--tokens", joinInts(want.Prompt), "--steps", strconv.Itoa(len(want.Steps)), "--feed", joinInts(feed), "--backend", "cpu")
 			if err != nil {
 				t.Fatal(err)
 			}

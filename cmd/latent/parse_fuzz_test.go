@@ -1,23 +1,10 @@
 package main
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 )
-
-// join writes values as the comma-separated list the parsers read.
-func join[T any](vs []T) string {
-	var b strings.Builder
-	for i, v := range vs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprint(&b, v)
-	}
-	return b.String()
-}
 
 // Any --depth either is refused or gives depths in [0, maxBenchTokens] that
 // read back from their list.
@@ -38,8 +25,8 @@ func FuzzParseDepths(f *testing.F) {
 				t.Fatalf("%q: depth %d out of range", s, d)
 			}
 		}
-		if back, err := parseDepths(join(ds)); err != nil || !slices.Equal(back, ds) {
-			t.Fatalf("%q gave %v; %q gives %v, %v", s, ds, join(ds), back, err)
+		if back, err := parseDepths(joinInts(ds)); err != nil || !slices.Equal(back, ds) {
+			t.Fatalf("%q gave %v; %q gives %v, %v", s, ds, joinInts(ds), back, err)
 		}
 	})
 }
@@ -58,8 +45,8 @@ func FuzzParseTokenLists(f *testing.F) {
 					t.Fatalf("%q: token id %d", s, id)
 				}
 			}
-			if back, err := parseTokens("--prompt-tokens", join(ids), true); err != nil || !slices.Equal(back, ids) {
-				t.Fatalf("%q gave %v; %q gives %v, %v", s, ids, join(ids), back, err)
+			if back, err := parseTokens("--prompt-tokens", joinInts(ids), true); err != nil || !slices.Equal(back, ids) {
+				t.Fatalf("%q gave %v; %q gives %v, %v", s, ids, joinInts(ids), back, err)
 			}
 		} else if !strings.HasPrefix(err.Error(), "--prompt-tokens: ") {
 			t.Fatalf("%q: error %q does not name the flag", s, err)

@@ -42,7 +42,7 @@ func goldenGreedy(t *testing.T, name string) (prompt string, tokens []int32) {
 	for _, s := range tr.Steps {
 		tokens = append(tokens, s.Token)
 	}
-	return joinTokens(tr.Prompt), tokens
+	return joinInts(tr.Prompt), tokens
 }
 
 // runIDs parses run's output: token ids separated by spaces, one newline.
@@ -410,7 +410,7 @@ func TestRunOnce(t *testing.T) {
 				t.Errorf("the prompt is not %d tokens:\n%s", len(ids), errOut)
 			}
 			// The same generation from the prompt's token ids.
-			idsOut, _, err := runRun(t, context.Background(), nil, append([]string{glm, "--prompt-tokens", joinTokens(ids)}, common...)...)
+			idsOut, _, err := runRun(t, context.Background(), nil, append([]string{glm, "--prompt-tokens", joinInts(ids)}, common...)...)
 			if err != nil {
 				t.Fatal(err)
 			}

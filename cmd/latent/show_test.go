@@ -26,11 +26,11 @@ func readTrace(t *testing.T, name string) engine.Trace {
 	return tr
 }
 
-// joinTokens writes token ids as a flag value: "1,2,3".
-func joinTokens(ids []int32) string {
-	s := make([]string, len(ids))
-	for i, id := range ids {
-		s[i] = strconv.Itoa(int(id))
+// joinInts writes token ids (or depths) as a flag value: "1,2,3".
+func joinInts[T int | int32](vs []T) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = strconv.Itoa(int(v))
 	}
 	return strings.Join(s, ",")
 }

@@ -43,9 +43,9 @@ func TestTokenizeGolden(t *testing.T) {
 				if out != c.Text {
 					t.Errorf("detokenize %s = %q, want %q", want, out, c.Text)
 				}
-				out, err = runLatent(t, "tokenize", model, "--detokenize", "--text", joinTokens(c.IDs))
+				out, err = runLatent(t, "tokenize", model, "--detokenize", "--text", joinInts(c.IDs))
 				if err != nil || out != c.Text {
-					t.Errorf("detokenize %s = %q, %v; want %q", joinTokens(c.IDs), out, err, c.Text)
+					t.Errorf("detokenize %s = %q, %v; want %q", joinInts(c.IDs), out, err, c.Text)
 				}
 			}
 		})
