@@ -365,7 +365,7 @@ func (b *Backend) Weight(name string, typ quant.Type, dims []uint64, data []byte
 		w.typ, w.rowBytes = quant.F32, int64(4*len(v))
 		data = unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
 	}
-	if (typ == quant.Q4_0 || typ == quant.Q8_0) && len(dims) > 1 {
+	if (typ == quant.Q4_0 || typ == quant.Q8_0 || typ == quant.Q6_K) && len(dims) > 1 {
 		data, w.rowBytes = repack(typ, data, w.rows, int64(dims[0]))
 	}
 	var uerr error
@@ -664,10 +664,25 @@ func (b *Backend) ropeFreqs(r *backend.Rope) uintptr {
 
 func f32bits(f float32) uint64 { return uint64(math.Float32bits(f)) }
 
+// q6kSlot is the bytes a Q6_K block takes on the device: its 210 bytes
+// (ql, qh, scales, d) padded to 16-byte alignment, so that the kernels read
+// it with 16-byte loads instead of 2-byte ones (Q6K_SLOT in the kernels).
+// Padding costs 7% more device memory for Q6_K matrices.
+const q6kSlot = 224
+
 // repack lays a Q4_0 or Q8_0 matrix out for 16-byte loads: each row holds
 // its blocks' quant bytes (16 or 32 each) first, then their f16 scales, and
-// is padded to a multiple of 16 bytes.
+// is padded to a multiple of 16 bytes. A Q6_K matrix keeps its blocks in
+// order, each padded to q6kSlot bytes.
 func repack(typ quant.Type, data []byte, rows, K int64) ([]byte, int64) {
+	if typ == quant.Q6_K {
+		nb := K / 256
+		out := make([]byte, rows*nb*q6kSlot)
+		for i := int64(0); i < rows*nb; i++ {
+			copy(out[i*q6kSlot:], data[i*210:(i+1)*210])
+		}
+		return out, nb * q6kSlot
+	}
 	nb, qb, raw := K/32, int64(16), int64(18)
 	if typ == quant.Q8_0 {
 		qb, raw = 32, 34

@@ -118,12 +118,14 @@ func (b *Backend) shapeDefines() (defs string, fastNames []string) {
 		}
 	}
 	return fmt.Sprintf("#define CACHE_W %d\n#define KV_LORA %d\n#define CACHE_HALF %d\n#define MAX_K %d\n#define WEIGHT_TYPES(X) %s\n#define FAST_TYPES(X) %s\n",
-		b.kv.width, kvl, half, maxK, strings.Join(types, " "), strings.Join(fast, " ")) + drawDefines, fastNames
+		b.kv.width, kvl, half, maxK, strings.Join(types, " "), strings.Join(fast, " ")) + fixedDefines, fastNames
 }
 
-// drawDefines gives the draw kernels (kernels/basic.cu) the sizes the Go
-// side launches them with.
-var drawDefines = fmt.Sprintf("#define DRAW_SLICE %d\n#define DRAW_MERGE %d\n#define DRAW_MAX_K %d\n", drawSlice, drawMerge, backend.MaxDrawTopK)
+// fixedDefines give the kernels the sizes the Go side uses: the draw
+// kernels' (kernels/basic.cu) launch sizes, and a Q6_K block's slot on the
+// device (repack).
+var fixedDefines = fmt.Sprintf("#define DRAW_SLICE %d\n#define DRAW_MERGE %d\n#define DRAW_MAX_K %d\n#define Q6K_SLOT %d\n",
+	drawSlice, drawMerge, backend.MaxDrawTopK, q6kSlot)
 
 // compile builds (or reads from the disk cache) every module in parallel
 // and loads them on the device.

@@ -210,8 +210,11 @@ template <> __device__ __forceinline__ float deq<T_Q5_K>(const u8* row, i64 i, i
     int hb = (b[16 + j] >> (2 * c + sub)) & 1;
     return kdeq(b, 2 * c + sub, (sub ? (v >> 4) : (v & 15)) | (hb << 4));
 }
+// Q6K_SLOT (defined by the Go side, exec.go's fixedDefines) is the bytes a
+// Q6_K block takes on the device: 210 padded to a multiple of 16 at upload
+// (cuda.go's repack), for 16-byte loads.
 template <> __device__ __forceinline__ float deq<T_Q6_K>(const u8* row, i64 i, i64 K) {
-    const u8* b = row + (i >> 8) * 210;
+    const u8* b = row + (i >> 8) * Q6K_SLOT;
     int r = i & 255, h = r >> 7, rr = r & 127;
     int l = b[64 * h + (rr & 63)];
     int t = b[128 + 32 * h + (rr & 31)];

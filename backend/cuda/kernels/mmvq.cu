@@ -180,11 +180,6 @@ extern "C" __global__ void quant_act(i8* q, float* d, int* bs, const float* src,
 }
 #endif
 
-__device__ __forceinline__ int ld32u(const u8* p) {  // 2-byte aligned
-    const u16* h = (const u16*)p;
-    return (int)((u32)h[0] | ((u32)h[1] << 16));
-}
-
 // Per type: QB values per block, rows per warp, and the dot product of
 // weight block b of a row with one token's 8-bit block (a, its scale da,
 // its sums of 16 bs).
@@ -396,74 +391,95 @@ template <> struct QT<T_Q5_K> {
     }
 };
 
+// q6half loads half h of a Q6_K block (its slot 16-byte aligned, see
+// Q6K_SLOT) with 16-byte loads: the 16 words of low bits (ql) and the 8 of
+// high bits (qh) of its 128 values, and the words of its 8 scales (sw0 for
+// sub-blocks 0–1, sw1 for 2–3).
+__device__ __forceinline__ void q6half(const u8* blk, int h, int4 sc4, int* ql, int* qh, int& sw0, int& sw1) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int4 v = *(const int4*)(blk + 64 * h + 16 * j);
+        ql[4 * j] = v.x, ql[4 * j + 1] = v.y, ql[4 * j + 2] = v.z, ql[4 * j + 3] = v.w;
+    }
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int4 v = *(const int4*)(blk + 128 + 32 * h + 16 * j);
+        qh[4 * j] = v.x, qh[4 * j + 1] = v.y, qh[4 * j + 2] = v.z, qh[4 * j + 3] = v.w;
+    }
+    sw0 = h ? sc4.z : sc4.x;
+    sw1 = h ? sc4.w : sc4.y;
+}
+
+// q6quants decodes sub-block s of a half (32 values) to 6-bit quants, four
+// a word.
+__device__ __forceinline__ void q6quants(const int* ql, const int* qh, int s, int* q) {
+#pragma unroll
+    for (int k = 0; k < 8; k++) q[k] = ((ql[8 * (s & 1) + k] >> (4 * (s >> 1))) & 0x0F0F0F0F) | (((qh[k] >> (2 * s)) & 0x03030303) << 4);
+}
+
+// q6sub is sub-block s (quants q, scales g = 8h + 2s and g + 1 in the half's
+// scale words) dotted with the input's 32 values ai: Σ over its two
+// 16-value groups of scale·(Σ q·a − 32·Σ a), the sums of a being bs[g],
+// bs[g + 1].
+__device__ __forceinline__ int q6sub(const int* q, int sw0, int sw1, int s, const int* ai, const int* bs, int g) {
+    int s0 = 0, s1 = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) s0 = dp4a(q[k], ai[k], s0);
+#pragma unroll
+    for (int k = 4; k < 8; k++) s1 = dp4a(q[k], ai[k], s1);
+    const int w = s < 2 ? sw0 : sw1, sh = 16 * (s & 1);  // scale bytes 2(s&1) and 2(s&1)+1 of the word
+    const int sc0 = (i8)(w >> sh), sc1 = (i8)(w >> (sh + 8));
+    return sc0 * (s0 - 32 * bs[g]) + sc1 * (s1 - 32 * bs[g + 1]);
+}
+
 template <> struct QT<T_Q6_K> {
-    static constexpr int STRIDE = 210;  // bytes between blocks' quants in a row
+    static constexpr int STRIDE = Q6K_SLOT;  // bytes between blocks in a row
     static constexpr int QB = 256, RPW = 4;
     __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
-        const u8* blk = row + 210 * b;
-        const u8* ql = blk;
-        const u8* qh = blk + 128;
-        const i8* scales = (const i8*)(blk + 192);
+        const u8* blk = row + Q6K_SLOT * b;
+        const int4 sc4 = *(const int4*)(blk + 192);
         const int* ai = (const int*)a;
         int aux = 0;
 #pragma unroll
         for (int h = 0; h < 2; h++) {
+            int ql[16], qh[8], sw0, sw1;
+            q6half(blk, h, sc4, ql, qh, sw0, sw1);
 #pragma unroll
             for (int s = 0; s < 4; s++) {
-                int s0 = 0, s1 = 0;
-#pragma unroll
-                for (int k = 0; k < 8; k++) {
-                    int qlw = ld32u(ql + 64 * h + 32 * (s & 1) + 4 * k);
-                    int qhw = ld32u(qh + 32 * h + 4 * k);
-                    int q = ((qlw >> (4 * (s >> 1))) & 0x0F0F0F0F) | (((qhw >> (2 * s)) & 0x03030303) << 4);
-                    if (k < 4) s0 = dp4a(q, ai[32 * h + 8 * s + k], s0);
-                    else s1 = dp4a(q, ai[32 * h + 8 * s + k], s1);
-                }
-                int g = 8 * h + 2 * s;
-                aux += (int)scales[g] * (s0 - 32 * bs[g]) + (int)scales[g + 1] * (s1 - 32 * bs[g + 1]);
+                int q[8];
+                q6quants(ql, qh, s, q);
+                aux += q6sub(q, sw0, sw1, s, ai + 32 * h + 8 * s, bs, 8 * h + 2 * s);
             }
         }
-        float d = h2f(*(const u16*)(blk + 208)) * da;
+        const float d = h2f(*(const u16*)(blk + 208)) * da;
         return d * (float)aux;
     }
     // dots adds block b's dot products with nt ≤ NT tokens' 8-bit blocks
     // (a[t], scales da[t], sums of 16 bs[t]) into acc, each token's as dot
-    // computes it: each 32-value run of quants is decoded once for all
-    // tokens, and the halves are a loop, which keeps the eight-token kernel
-    // small enough for NVRTC to compile in about a second. The one-token
-    // kernels keep dot: with dots, glm-4.7-flash Q4_K_M (Q6_K down
-    // projections) decoded 7% slower.
+    // computes it: each half's quants are loaded once for all tokens, and
+    // the halves are a loop, which keeps the eight-token kernel small enough
+    // for NVRTC to compile in about a second. The one-token kernels keep
+    // dot: with dots, glm-4.7-flash Q4_K_M (Q6_K down projections) decoded
+    // 7% slower.
     template <int NT>
     __device__ static void dots(const u8* row, int b, const i8* const* a, const float* da, const int* const* bs, int nt, float* acc) {
-        const u8* blk = row + 210 * b;
-        const u8* ql = blk;
-        const u8* qh = blk + 128;
-        const i8* scales = (const i8*)(blk + 192);
+        const u8* blk = row + Q6K_SLOT * b;
+        const int4 sc4 = *(const int4*)(blk + 192);
         int aux[NT];
 #pragma unroll
         for (int t = 0; t < NT; t++) aux[t] = 0;
 #pragma unroll 1
         for (int h = 0; h < 2; h++) {
+            int ql[16], qh[8], sw0, sw1;
+            q6half(blk, h, sc4, ql, qh, sw0, sw1);
 #pragma unroll
             for (int s = 0; s < 4; s++) {
                 int q[8];
-#pragma unroll
-                for (int k = 0; k < 8; k++) {
-                    int qlw = ld32u(ql + 64 * h + 32 * (s & 1) + 4 * k);
-                    int qhw = ld32u(qh + 32 * h + 4 * k);
-                    q[k] = ((qlw >> (4 * (s >> 1))) & 0x0F0F0F0F) | (((qhw >> (2 * s)) & 0x03030303) << 4);
-                }
-                const int g = 8 * h + 2 * s;
+                q6quants(ql, qh, s, q);  // once for all tokens
 #pragma unroll
                 for (int t = 0; t < NT; t++) {
                     if (t >= nt) break;
-                    const int* ai = (const int*)a[t] + 32 * h + 8 * s;
-                    int s0 = 0, s1 = 0;
-#pragma unroll
-                    for (int k = 0; k < 4; k++) s0 = dp4a(q[k], ai[k], s0);
-#pragma unroll
-                    for (int k = 4; k < 8; k++) s1 = dp4a(q[k], ai[k], s1);
-                    aux[t] += (int)scales[g] * (s0 - 32 * bs[t][g]) + (int)scales[g + 1] * (s1 - 32 * bs[t][g + 1]);
+                    aux[t] += q6sub(q, sw0, sw1, s, (const int*)a[t] + 32 * h + 8 * s, bs[t], 8 * h + 2 * s);
                 }
             }
         }
