@@ -49,9 +49,27 @@ __device__ __forceinline__ u32 ldw2(const void* p) {
 // largest magnitude, each value's quant, integer sums), takes eight threads
 // a block, four values each: a block's serial chain is four values long,
 // not 32, and a warp's loads cover 512 contiguous bytes.
+//
+// x is loaded for the rounding before the sum of squares starts, RP passes
+// (of blockDim.x / 8 blocks) at a time: in decode every round trip for x
+// after the kernel before ends is on the step's critical path, and a row
+// took one a pass (K = 1408 two, 10944 eleven; an MoE down launch rounds
+// its experts' rows in turn). deepseek-v2-lite decoded 457 -> 471 tok/s,
+// youtu (K 2048 and 6144) the same; RP = 8 was slower than 4.
 __device__ __forceinline__ void round_row_q8(const float* x, int L, const float* nw, float eps, i8* qr, float* dr, int* ar, float* red) {
+    constexpr int RP = 4;
     const int nc = L / 32;
     const bool vec = (((unsigned long long)x | (unsigned long long)(nw ? nw : x)) & 15) == 0;
+    const int j = threadIdx.x & 7, per = blockDim.x / 8;  // the thread's four values: word j of block c0 + u·per + threadIdx.x / 8
+    float4 f[RP];
+    auto fetch = [&](int c0) {
+#pragma unroll
+        for (int u = 0; u < RP; u++) {
+            const int c = c0 + u * per + (int)(threadIdx.x >> 3);
+            f[u] = vec && c < nc ? *(const float4*)(x + 32 * c + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    };
+    fetch(0);
     float scale = 1.f;
     if (nw) {
         float ss = 0.f;
@@ -61,8 +79,8 @@ __device__ __forceinline__ void round_row_q8(const float* x, int L, const float*
                 const float4* p = (const float4*)(x + 32 * c);
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
-                    float4 f = p[k];
-                    v[4 * k] = f.x; v[4 * k + 1] = f.y; v[4 * k + 2] = f.z; v[4 * k + 3] = f.w;
+                    const float4 q = p[k];
+                    v[4 * k] = q.x; v[4 * k + 1] = q.y; v[4 * k + 2] = q.z; v[4 * k + 3] = q.w;
                 }
             } else {
 #pragma unroll
@@ -74,48 +92,51 @@ __device__ __forceinline__ void round_row_q8(const float* x, int L, const float*
         float mean = block_sum(ss, red) / (float)L;
         scale = 1.f / sqrtf(mean + eps);
     }
-    const int j = threadIdx.x & 7;  // the thread's four values: word j of its block
-    for (int c0 = 0; c0 < nc; c0 += blockDim.x / 8) {  // the same trip count in every thread: all shuffle
-        const int c = c0 + (int)(threadIdx.x >> 3);
-        const bool ok = c < nc;
-        float v[4] = {0.f, 0.f, 0.f, 0.f};
-        if (ok) {
-            const int o = 32 * c + 4 * j;
-            if (vec) {
-                const float4 f = *(const float4*)(x + o);
-                v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
-                if (nw) {
-                    const float4 g = *(const float4*)(nw + o);
-                    v[0] = (v[0] * scale) * g.x;
-                    v[1] = (v[1] * scale) * g.y;
-                    v[2] = (v[2] * scale) * g.z;
-                    v[3] = (v[3] * scale) * g.w;
+    for (int c0 = 0; c0 < nc; c0 += RP * per) {  // the same trip counts in every thread: all shuffle
+        if (c0 > 0) fetch(c0);
+#pragma unroll
+        for (int u = 0; u < RP; u++) {
+            if (c0 + u * per >= nc) break;
+            const int c = c0 + u * per + (int)(threadIdx.x >> 3);
+            const bool ok = c < nc;
+            float v[4] = {0.f, 0.f, 0.f, 0.f};
+            if (ok) {
+                const int o = 32 * c + 4 * j;
+                if (vec) {
+                    v[0] = f[u].x, v[1] = f[u].y, v[2] = f[u].z, v[3] = f[u].w;
+                    if (nw) {
+                        const float4 g = *(const float4*)(nw + o);
+                        v[0] = (v[0] * scale) * g.x;
+                        v[1] = (v[1] * scale) * g.y;
+                        v[2] = (v[2] * scale) * g.z;
+                        v[3] = (v[3] * scale) * g.w;
+                    }
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 4; i++) v[i] = nw ? (x[o + i] * scale) * nw[o + i] : x[o + i];
                 }
-            } else {
-#pragma unroll
-                for (int i = 0; i < 4; i++) v[i] = nw ? (x[o + i] * scale) * nw[o + i] : x[o + i];
             }
-        }
-        float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-        amax = fmaxf(amax, 0.f);  // as the one-thread scan from 0: a block of NaN has amax 0
+            float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+            amax = fmaxf(amax, 0.f);  // as the one-thread scan from 0: a block of NaN has amax 0
 #pragma unroll
-        for (int m = 1; m < 8; m <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
-        const float dh = round_f16(amax / 127.f);
-        const float id = amax != 0.f ? 127.f / amax : 0.f;
-        int w = 0, sum = 0;
+            for (int m = 1; m < 8; m <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+            const float dh = round_f16(amax / 127.f);
+            const float id = amax != 0.f ? 127.f / amax : 0.f;
+            int w = 0, sum = 0;
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            int q = (int)rintf(v[i] * id);
-            sum += q;
-            w |= (q & 255) << (8 * i);
-        }
+            for (int i = 0; i < 4; i++) {
+                int q = (int)rintf(v[i] * id);
+                sum += q;
+                w |= (q & 255) << (8 * i);
+            }
 #pragma unroll
-        for (int m = 1; m < 8; m <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
-        if (ok) {
-            ((int*)(qr + 32 * c))[j] = w;
-            if (j == 0) {
-                dr[c] = dh;
-                ar[c] = sum;
+            for (int m = 1; m < 8; m <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+            if (ok) {
+                ((int*)(qr + 32 * c))[j] = w;
+                if (j == 0) {
+                    dr[c] = dh;
+                    ar[c] = sum;
+                }
             }
         }
     }
