@@ -583,14 +583,24 @@ func (b *Backend) CacheStore(c backend.Cache, layer int, src backend.Tensor) {
 		uint64(k.layer(layer)), uint64(s.ptr), uint64(s.stride), uint64(b.posDev()))
 }
 
-// splits is the number of position ranges attention divides the cache
-// into for H heads: fixed per context so that one recorded decode step
-// serves all, and few enough that a token's H·S blocks run in one wave
-// (two per SM). (Filling the GPU whatever the context decoded youtu 22% faster at a
-// 640-token context, but moved tiny-dsv2-q8_0's golden deviation from
-// 0.0495 to 0.073.)
+// splits is the number of position ranges a batch's attention divides the
+// cache into for H heads: fixed per context, and few enough that a token's
+// H·S blocks run in one wave (two per SM).
 func (b *Backend) splits(H int) int {
 	return max(1, min(16, b.kv.positions/256, 2*b.info.SMs/H))
+}
+
+// decodeSplits is splits for one token (attn_decode, and attn_partial
+// unfused): fixed per context so that one recorded decode step serves all,
+// at most one wave, and a split for every 64 positions of the context
+// (positions/256 before). A token's attention is one
+// round trip per step of a split's positions, so few splits leave most
+// SMs idle: with a 640-position context (latent bench --depth 0) youtu
+// decoded 499.7 tok/s with the 2 splits of positions/256, 585.3 with 8 and
+// 586.2 with 16 (LATENT_SPLITS, a build not in the tree; 24 and 32, past
+// one wave, gave 519.6 and 512.6).
+func (b *Backend) decodeSplits(H int) int {
+	return max(1, min(16, b.kv.positions/64, 2*b.info.SMs/H))
 }
 
 // Attention is absorbed MLA: q_nope → latent through k_b, split-K softmax
@@ -623,6 +633,9 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 	b.product(kbw, qin, output{N: kvl, y: query, ys: int64(H * W), yY: int64(W), T: T, wY: int64(kvl), ny: H,
 		xRows: int64(H), xY: 1, xDiv: 1})
 	S := b.splits(H)
+	if T == 1 { // as attn_decode splits it, so that fused and unfused give the same bits
+		S = b.decodeSplits(H)
+	}
 	part := b.scratch(int64(T*H*S*(kvl+2)) * 4)
 	olat := &tensor{ptr: b.scratch(int64(T*H*kvl) * 4), rows: T, cols: H * kvl, stride: H * kvl}
 	// the last split of each head to finish merges them, where counters allow
@@ -725,7 +738,7 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 		b.withShared(m.shared)
 		return true
 	}
-	S := b.splits(H)
+	S := b.decodeSplits(H)
 	part := b.scratch(int64(H*S*(b.kvl+2)) * 4)
 	olat := b.scratch(int64(H*b.kvl) * 4)
 	b.recordStruct(attnDecodeName(kb.typ), grid2(H, S), [3]uint32{256, 1, 1}, weights+int64(H)*cache,
