@@ -147,6 +147,15 @@ type Drawer interface {
 	DrawAsync(t Tensor, d Draw) Pending
 }
 
+// Stacker is a Backend for which one product over two weights stacked (the
+// first's rows, then the second's, one type, one width) costs less than
+// the two products apart. On a GPU each product is a link of a few µs in
+// the decode step's chain of launches; the model stacks q_a (or q) on
+// kv_a, which read the same normalised input.
+type Stacker interface {
+	StacksProducts() bool
+}
+
 // Pending is an ArgmaxAsync or DrawAsync answer that may not be computed yet.
 type Pending interface {
 	// Wait blocks until the answer is known and returns it; call it once.

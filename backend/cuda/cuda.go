@@ -698,3 +698,8 @@ func repack(typ quant.Type, data []byte, rows, K int64) ([]byte, int64) {
 	}
 	return out, rb
 }
+
+// StacksProducts reports that the model should stack products that read one
+// input (backend.Stacker): each product is a launch, a link of a few µs in
+// the decode step's chain.
+func (b *Backend) StacksProducts() bool { return true }

@@ -21,6 +21,7 @@ type acts struct {
 	qa     backend.Tensor // [T, q_lora], with q_lora only
 	q      backend.Tensor // [T, heads·(nope+rope)]
 	kv     backend.Tensor // [c | k_pe] [T, kv_lora+rope]
+	qkv    backend.Tensor // [q_a (or q) | c | k_pe] for stacked weights, whose views qa (q) and kv are
 	o      backend.Tensor // attention output [T, heads·v]
 	g, u   backend.Tensor // dense FFN [T, ff]
 	moe    backend.Tensor // routed experts' sum [T, dim]
@@ -39,6 +40,13 @@ func (m *Model) newActs(T int) *acts {
 	}
 	if c.QLoRA > 0 {
 		a.qa = be.Tensor(T, c.QLoRA)
+	}
+	if m.stacked { // the layers whose q_a (q) and kv_a share a type
+		n := c.Heads * (c.Nope + c.Rope)
+		if c.QLoRA > 0 {
+			n = c.QLoRA
+		}
+		a.qkv = be.Tensor(T, n+c.CacheRow())
 	}
 	if m.dense {
 		a.g, a.u = be.Tensor(T, c.FF), be.Tensor(T, c.FF)
@@ -198,24 +206,39 @@ func (m *Model) attention(l int, a *acts) {
 
 	be.RMSNorm(a.h, a.x, ly.attnNorm, eps) // 1. h = rms(x, attn_norm)
 
-	if ly.qA != nil { // 2. q [T, heads·(nope+rope)]
-		be.MatMul(a.qa, ly.qA, a.h)
-		be.RMSNorm(a.qa, a.qa, ly.qANorm, eps)
-		be.MatMul(a.q, ly.qB, a.qa)
-	} else {
-		be.MatMul(a.q, ly.q, a.h)
+	// 2–3. q_a (with q_lora, else q) and [c | k_pe] [T, kv_lora+rope] of h:
+	// one product where the weights are stacked
+	qa, q, kv := a.qa, a.q, a.kv
+	if c.QLoRA == 0 {
+		qa = q
 	}
-
-	be.MatMul(a.kv, ly.kvA, a.h) // 3. [c | k_pe] [T, kv_lora+rope]
-	latent := be.View(a.kv, 0, c.KVLoRA)
+	if ly.qKV != nil {
+		n := a.qkv.Cols() - c.CacheRow()
+		be.MatMul(a.qkv, ly.qKV, a.h)
+		qa, kv = be.View(a.qkv, 0, n), be.View(a.qkv, n, c.CacheRow())
+	} else if c.QLoRA > 0 {
+		be.MatMul(qa, ly.qA, a.h)
+	} else {
+		be.MatMul(qa, ly.q, a.h)
+	}
+	if c.QLoRA > 0 { // q [T, heads·(nope+rope)]
+		be.RMSNorm(qa, qa, ly.qANorm, eps)
+		be.MatMul(q, ly.qB, qa)
+	} else {
+		q = qa
+	}
+	if ly.qKV == nil {
+		be.MatMul(kv, ly.kvA, a.h)
+	}
+	latent := be.View(kv, 0, c.KVLoRA)
 	be.RMSNorm(latent, latent, ly.kvANorm, eps)
 
-	be.RoPE(a.q, c.Nope+c.Rope, c.Nope, c.Rope, &m.rope) // 4. RoPE on q_pe and k_pe
-	be.RoPE(a.kv, c.CacheRow(), c.KVLoRA, c.Rope, &m.rope)
+	be.RoPE(q, c.Nope+c.Rope, c.Nope, c.Rope, &m.rope) // 4. RoPE on q_pe and k_pe
+	be.RoPE(kv, c.CacheRow(), c.KVLoRA, c.Rope, &m.rope)
 
-	be.CacheStore(m.cache, l, a.kv) // 5. one cache row per position
+	be.CacheStore(m.cache, l, kv) // 5. one cache row per position
 
-	be.Attention(a.o, a.q, ly.kB, ly.vB, m.cache, l, m.scale) // 6–8. absorbed attention [T, heads·v]
+	be.Attention(a.o, q, ly.kB, ly.vB, m.cache, l, m.scale) // 6–8. absorbed attention [T, heads·v]
 	be.MatMulAdd(a.x, ly.out, a.o)
 }
 

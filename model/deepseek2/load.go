@@ -17,6 +17,7 @@ type layer struct {
 	q                 backend.Weight // without q_lora
 	qA, qANorm, qB    backend.Weight // with q_lora
 	kvA, kvANorm      backend.Weight
+	qKV               backend.Weight // q_a (or q) stacked on kv_a, for a Stacker: then qA (q) and kvA are nil
 	kB, vB            backend.Weight // absorbed: {nope, kv_lora, heads}, {kv_lora, v, heads}
 	out               backend.Weight
 
@@ -112,14 +113,27 @@ func (b *binder) bindLayer(c *Config, l int) layer {
 	H, D := c.Heads, c.Dim
 	var ly layer
 	ly.attnNorm = b.get(p+"attn_norm.weight", D)
+	qName, qRows := p+"attn_q.weight", H*(c.Nope+c.Rope)
 	if c.QLoRA > 0 {
-		ly.qA = b.get(p+"attn_q_a.weight", D, c.QLoRA)
+		qName, qRows = p+"attn_q_a.weight", c.QLoRA
+	}
+	kvName := p + "attn_kv_a_mqa.weight"
+	if st, ok := b.be.(backend.Stacker); ok && st.StacksProducts() {
+		ly.qKV = b.stacked(qName, qRows, kvName, c.KVLoRA+c.Rope, D)
+	}
+	if ly.qKV == nil {
+		w := b.get(qName, D, qRows)
+		if c.QLoRA > 0 {
+			ly.qA = w
+		} else {
+			ly.q = w
+		}
+		ly.kvA = b.get(kvName, D, c.KVLoRA+c.Rope)
+	}
+	if c.QLoRA > 0 {
 		ly.qANorm = b.get(p+"attn_q_a_norm.weight", c.QLoRA)
 		ly.qB = b.get(p+"attn_q_b.weight", c.QLoRA, H*(c.Nope+c.Rope))
-	} else {
-		ly.q = b.get(p+"attn_q.weight", D, H*(c.Nope+c.Rope))
 	}
-	ly.kvA = b.get(p+"attn_kv_a_mqa.weight", D, c.KVLoRA+c.Rope)
 	ly.kvANorm = b.get(p+"attn_kv_a_norm.weight", c.KVLoRA)
 	if b.has(p+"attn_k_b.weight") || !b.has(p+"attn_kv_b.weight") {
 		ly.kB = b.get(p+"attn_k_b.weight", c.Nope, c.KVLoRA, H)
@@ -152,6 +166,25 @@ func (b *binder) bindLayer(c *Config, l int) layer {
 		ly.shDown = b.get(p+"ffn_down_shexp.weight", S, D)
 	}
 	return ly
+}
+
+// stacked binds tensors a {dim, na} and b {dim, nb} as one weight {dim,
+// na+nb}: a's rows, then b's. It returns nil, binding nothing, when their
+// types differ.
+func (b *binder) stacked(a string, na int, c string, nc int, dim int) backend.Weight {
+	ta, tc := b.info(a, dim, na), b.info(c, dim, nc)
+	if ta == nil || tc == nil || ta.Type != tc.Type {
+		return nil
+	}
+	da, dc := b.f.TensorData(ta), b.f.TensorData(tc)
+	data := append(append(make([]byte, 0, len(da)+len(dc)), da...), dc...)
+	w, err := b.be.Weight(a+"+"+c, ta.Type, dims64([]int{dim, na + nc}), data)
+	if err != nil {
+		b.err = err
+		return nil
+	}
+	b.handed(int64(len(data)))
+	return w
 }
 
 // splitKVB turns an older conversion's combined attn_kv_b {kv_lora,

@@ -24,6 +24,7 @@ type Model struct {
 	routing backend.Routing
 	dense   bool // some layer has a dense FFN
 	moe     bool // some layer has routed experts
+	stacked bool // some layer has q_a (q) stacked on kv_a
 
 	// Reused by every Forward, so that a decode step allocates nothing.
 	acts    acts
@@ -84,6 +85,7 @@ func New(f *gguf.File, c *Config, be backend.Backend, ctx int, progress func(don
 		} else {
 			m.dense = true
 		}
+		m.stacked = m.stacked || m.layers[l].qKV != nil
 	}
 	m.routing = backend.Routing{Sigmoid: c.Gating == GatingSigmoid, Used: c.ExpertsUsed, Norm: c.ExpertNorm, Scale: float32(c.ExpertScale)}
 	var err error
