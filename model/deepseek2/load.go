@@ -168,17 +168,17 @@ func (b *binder) bindLayer(c *Config, l int) layer {
 	return ly
 }
 
-// stacked binds tensors a {dim, na} and b {dim, nb} as one weight {dim,
-// na+nb}: a's rows, then b's. It returns nil, binding nothing, when their
-// types differ.
-func (b *binder) stacked(a string, na int, c string, nc int, dim int) backend.Weight {
-	ta, tc := b.info(a, dim, na), b.info(c, dim, nc)
-	if ta == nil || tc == nil || ta.Type != tc.Type {
+// stacked binds tensors first {dim, n1} and second {dim, n2} as one weight
+// {dim, n1+n2}: first's rows, then second's. It returns nil, binding
+// nothing, when their types differ.
+func (b *binder) stacked(first string, n1 int, second string, n2 int, dim int) backend.Weight {
+	t1, t2 := b.info(first, dim, n1), b.info(second, dim, n2)
+	if t1 == nil || t2 == nil || t1.Type != t2.Type {
 		return nil
 	}
-	da, dc := b.f.TensorData(ta), b.f.TensorData(tc)
-	data := append(append(make([]byte, 0, len(da)+len(dc)), da...), dc...)
-	w, err := b.be.Weight(a+"+"+c, ta.Type, dims64([]int{dim, na + nc}), data)
+	d1, d2 := b.f.TensorData(t1), b.f.TensorData(t2)
+	data := append(append(make([]byte, 0, len(d1)+len(d2)), d1...), d2...)
+	w, err := b.be.Weight(first+"+"+second, t1.Type, dims64([]int{dim, n1 + n2}), data)
 	if err != nil {
 		b.err = err
 		return nil

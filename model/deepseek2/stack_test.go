@@ -2,9 +2,15 @@ package deepseek2
 
 import (
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
+	"unsafe"
 
 	"github.com/latent-ai/latent/backend/cpu"
+	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/quant"
 )
 
 // stacker is the CPU backend asking for stacked products, as the CUDA
@@ -15,23 +21,35 @@ func (stacker) StacksProducts() bool { return true }
 
 // A model whose q_a (q) and kv_a are one stacked weight gives the logits of
 // the separate products bit for bit: each output row is the same dot
-// product, and the views it is read through cover the same values.
+// product, and the views it is read through cover the same values. A
+// layer whose two types differ keeps its two products.
 func TestStackedProductsAsSeparate(t *testing.T) {
+	mixed := filepath.Join(t.TempDir(), "mixed.gguf") // layer 0's kv_a in float32, its q_a in Q4_0
+	asF32(t, filepath.Join(goldenModels, "tiny-youtu-q4_0.gguf"), mixed, "blk.0.attn_kv_a_mqa.weight")
 	for _, tc := range []struct {
-		file    string
-		stacked bool // q_a (q) and kv_a share a type
+		path    string
+		stacked []bool // per layer
 	}{
-		{"tiny-youtu-f32.gguf", true},
-		{"tiny-youtu-q4_0.gguf", true},
-		{"tiny-dsv2-f16.gguf", true},
-		{"tiny-dsv2-q8_0.gguf", true},
-		{"tiny-dsv2-legacy-f32.gguf", true},
-		{"tiny-glm-q4_0.gguf", true},
-		{"tiny-glm-q4_k_m.gguf", true},
-		{"tiny-glm-nextn-q8_0.gguf", true},
+		{"tiny-youtu-f32.gguf", []bool{true, true, true}},
+		{"tiny-youtu-q4_0.gguf", []bool{true, true, true}},
+		{"tiny-dsv2-f16.gguf", []bool{true, true, true}},
+		{"tiny-dsv2-q8_0.gguf", []bool{true, true, true}},
+		{"tiny-dsv2-legacy-f32.gguf", []bool{true, true, true}},
+		{"tiny-glm-q4_0.gguf", []bool{true, true, true}},
+		{"tiny-glm-q4_k_m.gguf", []bool{true, true, true}},
+		{"tiny-glm-nextn-q8_0.gguf", []bool{true, true, true}},
+		{mixed, []bool{false, true, true}},
 	} {
-		t.Run(tc.file, func(t *testing.T) {
-			f := openGolden(t, tc.file)
+		t.Run(filepath.Base(tc.path), func(t *testing.T) {
+			path := tc.path
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(goldenModels, path)
+			}
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
 			plain, err := Load(f, cpu.New(2), 64)
 			if err != nil {
 				t.Fatal(err)
@@ -40,8 +58,10 @@ func TestStackedProductsAsSeparate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if plain.stacked || st.stacked != tc.stacked {
-				t.Fatalf("stacked: plain %v, with a Stacker %v, want false and %v", plain.stacked, st.stacked, tc.stacked)
+			for l := range st.layers {
+				if plain.layers[l].qKV != nil || (st.layers[l].qKV != nil) != tc.stacked[l] {
+					t.Fatalf("layer %d stacked: plain %v, with a Stacker %v, want false and %v", l, plain.layers[l].qKV != nil, st.layers[l].qKV != nil, tc.stacked[l])
+				}
 			}
 			prompt := []int32{1, 17, 300, 42, 999, 5, 64, 128, 7}
 			want, err := plain.Forward(prompt, true)
@@ -64,9 +84,60 @@ func TestStackedProductsAsSeparate(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				same(t, "step "+string(rune('0'+i)), g, w)
+				same(t, "step "+strconv.Itoa(i), g, w)
 			}
 		})
+	}
+}
+
+// asF32 writes src to dst with tensor name dequantized to float32.
+func asF32(t *testing.T, src, dst, name string) {
+	t.Helper()
+	f, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	w := gguf.NewWriter(out)
+	w.Version = f.Version
+	for _, kv := range f.KV {
+		if err := w.SetKV(kv.Key, kv.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ti := range f.Tensors {
+		typ := ti.Type
+		if ti.Name == name {
+			typ = quant.F32
+		}
+		if err := w.AddTensor(ti.Name, typ, ti.Dims...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.WriteHeader(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		data := f.TensorData(ti)
+		if ti.Name == name {
+			vals := make([]float32, ti.Elements())
+			if err := quant.Dequantize(ti.Type, data, vals); err != nil {
+				t.Fatal(err)
+			}
+			data = unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), 4*len(vals))
+		}
+		if _, err := w.Write(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
