@@ -82,7 +82,8 @@ func (m *MoE) ExpertRows() (up Weight, ff, stride, upOff int) {
 type Backend interface {
 	Name() string
 	// Weight adopts a parameter. data is the tensor's bytes in the model file
-	// and stays valid for the backend's life (the file is memory-mapped).
+	// (or bytes the model made at load) and stays valid for the backend's
+	// life (the file is memory-mapped).
 	Weight(name string, typ quant.Type, dims []uint64, data []byte) (Weight, error)
 	// Begin starts a forward pass over len(tokens) tokens, token i at
 	// position pos[i] (len(pos) = len(tokens)). The backend copies both to

@@ -213,16 +213,18 @@ func (b *Backend) quantize(in input, mode int) qact {
 	return out
 }
 
-// prepare rounds in in float for the generic kernels (or passes it through).
+// prepare rounds in in float for the generic kernels (or passes it through
+// where its rows, or its segments, are evenly spaced).
 func (b *Backend) prepare(in input, mode int) fact {
 	if mode == 0 && in.norm == 0 {
 		if in.S == 1 {
 			return fact{in.src, in.rs}
 		}
-		if in.rs != int64(in.S)*in.segStride {
-			panic("cuda: internal: segments are not evenly spaced")
+		if in.rows == 1 || in.rs == int64(in.S)*in.segStride {
+			return fact{in.src, in.segStride}
 		}
-		return fact{in.src, in.segStride}
+		// rows of heads with a gap between them (q read out of the stacked
+		// q | kv product): prep copies them into place
 	}
 	for _, e := range b.qcache {
 		if e.in == in && e.mode == -1-mode {
@@ -590,15 +592,13 @@ func (b *Backend) splits(H int) int {
 	return max(1, min(16, b.kv.positions/256, 2*b.info.SMs/H))
 }
 
-// decodeSplits is splits for one token (attn_decode, and attn_partial
-// unfused): fixed per context so that one recorded decode step serves all,
-// at most one wave, and a split for every 64 positions of the context
-// (positions/256 before). A token's attention is one
-// round trip per step of a split's positions, so few splits leave most
-// SMs idle: with a 640-position context (latent bench --depth 0) youtu
-// decoded 499.7 tok/s with the 2 splits of positions/256, 585.3 with 8 and
-// 586.2 with 16 (LATENT_SPLITS, a build not in the tree; 24 and 32, past
-// one wave, gave 519.6 and 512.6).
+// decodeSplits is splits for one token (attn_decode, and attn_partial with
+// T = 1, so that fused and unfused give the same bits): fixed per context
+// so that one recorded decode step serves all, at most one wave, and a
+// split per 64 positions of the context. A split's positions are a chain
+// of round trips, so few splits leave most SMs idle (BENCHMARKS.md: 2
+// splits of a 640-position context decoded youtu at 500 tok/s, 8 or 16 at
+// 585).
 func (b *Backend) decodeSplits(H int) int {
 	return max(1, min(16, b.kv.positions/64, 2*b.info.SMs/H))
 }
@@ -633,7 +633,7 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 	b.product(kbw, qin, output{N: kvl, y: query, ys: int64(H * W), yY: int64(W), T: T, wY: int64(kvl), ny: H,
 		xRows: int64(H), xY: 1, xDiv: 1})
 	S := b.splits(H)
-	if T == 1 { // as attn_decode splits it, so that fused and unfused give the same bits
+	if T == 1 {
 		S = b.decodeSplits(H)
 	}
 	part := b.scratch(int64(T*H*S*(kvl+2)) * 4)

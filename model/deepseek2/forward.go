@@ -21,7 +21,7 @@ type acts struct {
 	qa     backend.Tensor // [T, q_lora], with q_lora only
 	q      backend.Tensor // [T, heads·(nope+rope)]
 	kv     backend.Tensor // [c | k_pe] [T, kv_lora+rope]
-	qkv    backend.Tensor // [q_a (or q) | c | k_pe] for stacked weights, whose views qa (q) and kv are
+	qkv    backend.Tensor // [q_a (or q) | c | k_pe] [T, …] of stacked weights, read through views
 	o      backend.Tensor // attention output [T, heads·v]
 	g, u   backend.Tensor // dense FFN [T, ff]
 	moe    backend.Tensor // routed experts' sum [T, dim]

@@ -31,6 +31,7 @@ func TestStackedProductsAsSeparate(t *testing.T) {
 		stacked []bool // per layer
 	}{
 		{"tiny-youtu-f32.gguf", []bool{true, true, true}},
+		{"tiny-glm-f32.gguf", []bool{true, true, true}},
 		{"tiny-youtu-q4_0.gguf", []bool{true, true, true}},
 		{"tiny-dsv2-f16.gguf", []bool{true, true, true}},
 		{"tiny-dsv2-q8_0.gguf", []bool{true, true, true}},
@@ -50,11 +51,14 @@ func TestStackedProductsAsSeparate(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			plain, err := Load(f, cpu.New(2), 64)
+			be, sbe := cpu.New(2), cpu.New(2)
+			defer be.Close()
+			defer sbe.Close()
+			plain, err := Load(f, be, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
-			st, err := Load(f, stacker{cpu.New(2)}, 64)
+			st, err := Load(f, stacker{sbe}, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
