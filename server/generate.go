@@ -56,10 +56,24 @@ func checkPrompt(ids []int32, vocab, context int) error {
 	}
 	var pe *engine.PromptError
 	if errors.As(err, &pe) && pe.TooLong {
-		return &apiError{status: http.StatusBadRequest, kind: "invalid_request_error", code: "context_length_exceeded",
-			msg: pe.Error() + " (leave room for the answer, or serve with a larger --ctx)"}
+		return contextExceeded(pe.Error())
 	}
 	return badRequest("prompt", err.Error())
+}
+
+// checkText refuses a prompt text that has more tokens than fit whatever
+// they are, before it is tokenized: tokenizing megabytes takes seconds and
+// memory, and requests do it before they queue for the model.
+func checkText(text string, maxTokenBytes, context int) error {
+	if least := (len(text) + maxTokenBytes - 1) / maxTokenBytes; least+answerRoom > context {
+		return contextExceeded(fmt.Sprintf("the prompt's %d bytes are at least %d tokens, more than fit in the context of %d", len(text), least, context))
+	}
+	return nil
+}
+
+func contextExceeded(msg string) *apiError {
+	return &apiError{status: http.StatusBadRequest, kind: "invalid_request_error", code: "context_length_exceeded",
+		msg: msg + " (leave room for the answer, or serve with a larger --ctx)"}
 }
 
 // generate runs req when the model is free, calling emit with each piece of
@@ -70,6 +84,9 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 	m := s.model
 	ids := req.tokens
 	if ids == nil {
+		if err := checkText(req.prompt, m.Tokenizer.MaxTokenBytes(), m.Net.Context()); err != nil {
+			return nil, err
+		}
 		ids = chat.PromptTokens(m.Tokenizer, req.prompt)
 	}
 	if err := checkPrompt(ids, m.Net.Vocab(), m.Net.Context()); err != nil {

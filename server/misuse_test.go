@@ -57,6 +57,8 @@ func TestBadInputs(t *testing.T) {
 		{"max_tokens zero", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":0}`, 400, "max_tokens", "at least 1", ""},
 		{"json response format", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}`, 400, "response_format", "not supported", ""},
 		{"prompt longer than the context", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + long + `"}]}`, 400, "", "more than fit in the context of 64", "context_length_exceeded"},
+		{"prompt too many bytes to tokenize", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + strings.Repeat("ab cd ", 1<<18) + `"}]}`, 400, "",
+			"bytes are at least", "context_length_exceeded"},
 		{"completion without prompt", "/v1/completions", `{"max_tokens":3}`, 400, "prompt", "missing", ""},
 		{"completion of two prompts", "/v1/completions", `{"prompt":["a","b"]}`, 400, "prompt", "2 prompts", ""},
 		{"completion prompt an object", "/v1/completions", `{"prompt":{"a":1}}`, 400, "prompt", "must be a string", ""},

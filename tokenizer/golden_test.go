@@ -56,6 +56,9 @@ func TestGolden(t *testing.T) {
 				if back := tok.Decode(c.IDs); back != c.Text {
 					t.Errorf("Decode(golden ids of %q) = %q", c.Text, back)
 				}
+				if len(c.IDs)*tok.MaxTokenBytes() < len(c.Text) {
+					t.Errorf("%q: %d golden tokens, yet MaxTokenBytes %d bounds them at %d bytes", c.Text, len(c.IDs), tok.MaxTokenBytes(), len(c.Text))
+				}
 			}
 		})
 	}

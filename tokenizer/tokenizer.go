@@ -52,6 +52,7 @@ type Tokenizer struct {
 	bytePiece [256]int32 // piece id of each byte's GPT-2 character, -1 if none
 
 	specials []int32 // control, user-defined and unknown tokens, longest text first
+	maxText  int     // the longest token text, in bytes
 
 	bos, eos       int32 // -1: none
 	addBOS, addEOS bool
@@ -269,6 +270,7 @@ func New(c Config) (*Tokenizer, error) {
 	})
 
 	for id, text := range t.tokens {
+		t.maxText = max(t.maxText, len(text))
 		a := t.attrs[id]
 		switch {
 		case a&(attrUnknown|attrControl|attrUserDefined) != 0:
@@ -475,6 +477,13 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 	}
 	return frags
 }
+
+// MaxTokenBytes bounds the bytes of text one token of Encode stands for (no
+// token covers more than its vocabulary text, and a byte of that text covers
+// at least one input byte), so a text of n bytes has at least
+// n / MaxTokenBytes tokens: a text too long for a context can be refused
+// without encoding it.
+func (t *Tokenizer) MaxTokenBytes() int { return max(t.maxText, 1) }
 
 // AddBOS reports whether prompts should start with BOS (tokenizer.ggml.add_bos_token).
 func (t *Tokenizer) AddBOS() bool { return t.addBOS }

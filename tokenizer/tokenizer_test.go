@@ -295,6 +295,9 @@ func FuzzEncode(f *testing.F) {
 				if got := tok.Decode(ids); got != s {
 					t.Fatalf("%s: Decode(Encode(%q, %v)) = %q", tok.Pre(), s, parse, got)
 				}
+				if len(ids)*tok.MaxTokenBytes() < len(s) {
+					t.Fatalf("%s: %d tokens of at most %d bytes for %d bytes", tok.Pre(), len(ids), tok.MaxTokenBytes(), len(s))
+				}
 				for _, id := range ids {
 					if id < 0 || int(id) >= tok.Vocab() {
 						t.Fatalf("%s: id %d outside the vocabulary", tok.Pre(), id)
