@@ -215,7 +215,7 @@ func goKind(t string) string {
 	switch {
 	case strings.HasPrefix(t, "[]"):
 		return "an array"
-	case strings.HasPrefix(t, "map["), strings.Contains(t, "."):
+	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "struct"), strings.HasPrefix(t, "*"), strings.Contains(t, "."):
 		return "an object"
 	case t == "string":
 		return "a string"

@@ -55,6 +55,7 @@ func TestBadInputs(t *testing.T) {
 		{"temperature too high", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"temperature":3}`, 400, "temperature", "outside [0, 2]", ""},
 		{"top_p too high", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"top_p":1.5}`, 400, "top_p", "outside [0, 1]", ""},
 		{"max_tokens zero", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":0}`, 400, "max_tokens", "at least 1", ""},
+		{"response format not an object", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":"json"}`, 400, "response_format", "response_format must be an object, not a string", ""},
 		{"json response format", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}`, 400, "response_format", "not supported", ""},
 		{"prompt longer than the context", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + long + `"}]}`, 400, "", "more than fit in the context of 64", "context_length_exceeded"},
 		{"prompt too many bytes to tokenize", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + strings.Repeat("ab cd ", 1<<18) + `"}]}`, 400, "",
@@ -198,6 +199,9 @@ func TestAPIKey(t *testing.T) {
 		{"/api/tags", "", 401, `{"error":"missing or wrong API key`},
 		{"/metrics", "", 401, "API key"},
 		{"/v1/models", "Bearer s3cret", 200, `"id":"tiny-glm-f32"`},
+		{"/v1/models", "bearer s3cret", 200, `"id":"tiny-glm-f32"`},
+		{"/v1/models", "Basic s3cret", 401, "Bearer KEY"},
+		{"/v1/models", "Bearer s3cret2", 401, "Bearer KEY"},
 		{"/api/tags", "Bearer s3cret", 200, `"models"`},
 		{"/health", "", 200, `"status":"ok"`},
 		{"/", "", 200, "<title>latent</title>"},
@@ -499,4 +503,34 @@ func TestLoad64Clients(t *testing.T) {
 	}
 	transport.CloseIdleConnections()
 	ts.stop()
+}
+
+// A browser's preflight gets the headers its page's client asked for:
+// openai-node sends X-Stainless-* besides Authorization.
+func TestCORSPreflight(t *testing.T) {
+	m := goldenModel(t, "tiny-glm-f32.gguf", 128)
+	ts := startServer(t, Config{Model: m, APIKey: "s3cret"})
+	for _, tc := range []struct{ asked, want string }{
+		{"authorization,content-type,x-stainless-os", "authorization,content-type,x-stainless-os"},
+		{"", "Authorization, Content-Type"},
+	} {
+		req, err := http.NewRequest("OPTIONS", ts.url+"/v1/chat/completions", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Origin", "http://page.example")
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		if tc.asked != "" {
+			req.Header.Set("Access-Control-Request-Headers", tc.asked)
+		}
+		resp, err := httpClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != "*" || resp.Header.Get("Access-Control-Allow-Headers") != tc.want {
+			t.Errorf("preflight asking %q: %d, origin %q, headers %q; want 204, *, %q", tc.asked, resp.StatusCode,
+				resp.Header.Get("Access-Control-Allow-Origin"), resp.Header.Get("Access-Control-Allow-Headers"), tc.want)
+		}
+	}
 }

@@ -157,7 +157,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Access-Control-Allow-Origin", "*")
 	if r.Method == http.MethodOptions {
 		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+		// whatever headers the page's client sends (openai-node adds
+		// X-Stainless-*); a wildcard would not cover Authorization
+		allow := r.Header.Get("Access-Control-Request-Headers")
+		if allow == "" {
+			allow = "Authorization, Content-Type"
+		}
+		h.Set("Access-Control-Allow-Headers", allow)
+		h.Add("Vary", "Access-Control-Request-Headers")
 		h.Set("Access-Control-Max-Age", "86400")
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -170,10 +177,10 @@ func (s *Server) authorize(h http.HandlerFunc) http.HandlerFunc {
 	if s.cfg.APIKey == "" {
 		return h
 	}
-	want := []byte("Bearer " + s.cfg.APIKey)
+	want := []byte(s.cfg.APIKey)
 	return func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		scheme, key, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(key)), want) != 1 { // the scheme is case-insensitive (RFC 9110)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="latent"`)
 			e := &apiError{status: http.StatusUnauthorized, kind: "authentication_error", code: "invalid_api_key",
 				msg: "missing or wrong API key: send the header Authorization: Bearer KEY"}
