@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // apiError is an error the client should see, with its HTTP status.
@@ -142,10 +143,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 const maxBody = 32 << 20
 
 // decodeBody reads a JSON request body into v, turning every way it can be
-// wrong into a 400 that names the field.
-func decodeBody(r *http.Request, v any) error {
+// wrong into a 400 that names the field. Reading it takes at most
+// Config.BodyTimeout: a client that sends fewer bytes than it announced
+// would otherwise hold its connection forever. (http.Server's ReadTimeout
+// would also stop a long stream's answer: its deadline stays on the
+// connection, and the server cancels the request when a read hits it.)
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) == nil {
+		// an error here leaves the deadline, which only a later request on
+		// this connection could run into
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
 	if err != nil {
+		// closed, the body is not drained before the answer (which would
+		// wait for the bytes that did not come) and the connection closes
+		_ = r.Body.Close()
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return &apiError{status: http.StatusRequestEntityTooLarge, kind: "invalid_request_error", msg: fmt.Sprintf("the request body is larger than %d bytes", maxBody)}

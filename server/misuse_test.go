@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -532,5 +534,40 @@ func TestCORSPreflight(t *testing.T) {
 			t.Errorf("preflight asking %q: %d, origin %q, headers %q; want 204, *, %q", tc.asked, resp.StatusCode,
 				resp.Header.Get("Access-Control-Allow-Origin"), resp.Header.Get("Access-Control-Allow-Headers"), tc.want)
 		}
+	}
+}
+
+// A body shorter than its Content-Length gets a 400 once BodyTimeout has
+// passed, instead of holding the connection for ever.
+func TestShortBodyTimesOut(t *testing.T) {
+	m := goldenModel(t, "tiny-glm-f32.gguf", 128)
+	ts := startServer(t, Config{Model: m, BodyTimeout: 200 * time.Millisecond})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"mes"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a short body: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "reading the request body") {
+		t.Errorf("short body: %d %s, want 400 about reading the body", resp.StatusCode, body)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the answer took %v", d)
+	}
+	resp, body = post(t, ts.url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1}`) // and the server goes on
+	if resp.StatusCode != 200 {
+		t.Errorf("a request after the short body: %d %s", resp.StatusCode, body)
 	}
 }

@@ -191,7 +191,7 @@ func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	var req ollamaChatRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := s.decodeBody(w, r, &req); err != nil {
 		ollamaErrors.write(w, err)
 		return
 	}
@@ -248,7 +248,7 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	var req ollamaGenerateRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := s.decodeBody(w, r, &req); err != nil {
 		ollamaErrors.write(w, err)
 		return
 	}
@@ -365,7 +365,7 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 		Model string `json:"model"`
 		Name  string `json:"name"` // older clients
 	}
-	if err := decodeBody(r, &req); err != nil {
+	if err := s.decodeBody(w, r, &req); err != nil {
 		ollamaErrors.write(w, err)
 		return
 	}

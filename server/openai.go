@@ -173,7 +173,7 @@ func (rp reply) endStream(st *stream, last chatChoice, res *genResult, o *stream
 func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	var req chatCompletionRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := s.decodeBody(w, r, &req); err != nil {
 		openAIErrors.write(w, err)
 		return
 	}
@@ -292,7 +292,7 @@ func checkN(n *int) error {
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	var req completionRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := s.decodeBody(w, r, &req); err != nil {
 		openAIErrors.write(w, err)
 		return
 	}

@@ -62,8 +62,10 @@ type Config struct {
 	// WriteTimeout bounds each write of a streamed answer, so that a client
 	// that stops reading cannot hold the model (0: 30 s).
 	WriteTimeout time.Duration
-	Version      string       // reported by /api/version
-	Log          *slog.Logger // nil: discard
+	// BodyTimeout bounds the reading of a request's body (0: 1 min).
+	BodyTimeout time.Duration
+	Version     string       // reported by /api/version
+	Log         *slog.Logger // nil: discard
 }
 
 // Server answers the HTTP APIs for one model.
@@ -97,6 +99,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 10 * time.Second
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = time.Minute
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
