@@ -131,6 +131,10 @@ func TestBadInputs(t *testing.T) {
 		{"unknown role", "/api/chat", `{"messages":[{"role":"robot","content":"x"}]}`, `"robot" is not one of`},
 		{"options not an object", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":3}`, "options"},
 		{"num_predict a string", "/api/generate", `{"prompt":"x","options":{"num_predict":"ten"}}`, "options.num_predict: must be an integer"},
+		{"negative temperature", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"temperature":-1}}`, "options.temperature -1 is not a number from 0 up"},
+		{"repeat_penalty past float32", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"repeat_penalty":1e300}}`, "options.repeat_penalty 1e+300 is not a number from 0 up"},
+		{"seed past 64 bits", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"seed":9223372036854775808}}`, "options.seed: 9223372036854775808 is outside [-9223372036854775808, 9223372036854775807]"},
+		{"top_k past 32 bits", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"top_k":5e9}}`, "options.top_k: 5e9 is outside [-2147483648, 2147483647]"},
 		{"images", "/api/generate", `{"prompt":"x","images":["aGk="]}`, "images are not supported"},
 		{"format", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"format":"json"}`, "format"},
 		{"too long", "/api/generate", `{"prompt":"` + long + `","raw":true}`, "more than fit in the context of 64"},
@@ -147,6 +151,13 @@ func TestBadInputs(t *testing.T) {
 				t.Errorf("message %q does not say %q", msg, tc.says)
 			}
 		})
+	}
+
+	// Ollama's seeds are 64-bit.
+	var seeded map[string]any
+	postJSON(t, ts.url+"/api/chat", `{"messages":[{"role":"user","content":"x"}],"stream":false,"options":{"seed":9223372036854775807,"num_predict":1}}`, 200, &seeded)
+	if seeded["done"] != true {
+		t.Errorf("a 64-bit seed: %v", seeded)
 	}
 
 	// And the server still answers.

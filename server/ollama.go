@@ -3,9 +3,11 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,31 +82,49 @@ func (o *ollamaOptions) UnmarshalJSON(b []byte) error {
 		*dst = &v
 		return nil
 	}
-	integer := func(key string, dst **int) error {
+	// integer reads an integer of the given bits (5.0 and 5e3 too).
+	integer := func(key string, bits int) (*int64, error) {
 		raw, ok := m[key]
 		if !ok || string(raw) == "null" {
-			return nil
+			return nil, nil
+		}
+		outside := &fieldError{"options." + key, fmt.Sprintf("%s is outside [%d, %d]", bytes.TrimSpace(raw), int64(-1)<<(bits-1), int64(1)<<(bits-1)-1)}
+		n, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, bits)
+		if err == nil {
+			return &n, nil
+		}
+		if errors.Is(err, strconv.ErrRange) {
+			return nil, outside
 		}
 		var v float64
-		if err := json.Unmarshal(raw, &v); err != nil || v != math.Trunc(v) || math.Abs(v) > math.MaxInt32 {
-			return &fieldError{"options." + key, "must be an integer"}
+		if err := json.Unmarshal(raw, &v); err != nil || v != math.Trunc(v) {
+			return nil, &fieldError{"options." + key, "must be an integer"}
 		}
-		n := int(v)
-		*dst = &n
-		return nil
+		if limit := math.Ldexp(1, bits-1); v >= limit || v < -limit {
+			return nil, outside
+		}
+		n = int64(v)
+		return &n, nil
 	}
-	var seed *int
-	for _, err := range []error{
-		float("temperature", &o.Temperature), float("top_p", &o.TopP), float("min_p", &o.MinP), float("repeat_penalty", &o.RepeatPenalty),
-		integer("top_k", &o.TopK), integer("repeat_last_n", &o.RepeatLastN), integer("num_predict", &o.numPredict), integer("seed", &seed),
+	small := func(key string, dst **int) error {
+		n, err := integer(key, 32)
+		if n != nil {
+			v := int(*n)
+			*dst = &v
+		}
+		return err
+	}
+	seed, err := integer("seed", 64)
+	for _, e := range []error{
+		err, float("temperature", &o.Temperature), float("top_p", &o.TopP), float("min_p", &o.MinP), float("repeat_penalty", &o.RepeatPenalty),
+		small("top_k", &o.TopK), small("repeat_last_n", &o.RepeatLastN), small("num_predict", &o.numPredict),
 	} {
-		if err != nil {
-			return err
+		if e != nil {
+			return e
 		}
 	}
 	if seed != nil && *seed >= 0 { // Ollama: a negative seed means a random one
-		s := int64(*seed)
-		o.Seed = &s
+		o.Seed = seed
 	}
 	if raw, ok := m["stop"]; ok {
 		if err := o.stop.UnmarshalJSON(raw); err != nil {
@@ -126,7 +146,7 @@ func (o *ollamaOptions) apply(gen *genRequest) error {
 	}
 	gen.stop = o.stop
 	var err error
-	gen.sampler, err = o.options(math.MaxFloat32)
+	gen.sampler, err = o.options("options.", 0)
 	return err
 }
 

@@ -275,7 +275,7 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 	if err := req.Stop.check(); err != nil {
 		return nil, err
 	}
-	opts, err := req.sampling().options(2)
+	opts, err := req.sampling().options("", 2)
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +354,7 @@ func (s *Server) completionRequest(req *completionRequest) (*genRequest, error) 
 	if err := req.Stop.check(); err != nil {
 		return nil, err
 	}
-	if gen.sampler, err = req.sampling().options(2); err != nil {
+	if gen.sampler, err = req.sampling().options("", 2); err != nil {
 		return nil, err
 	}
 	gen.stop = req.Stop

@@ -71,43 +71,51 @@ type sampling struct {
 }
 
 // options turns the fields into sampler options: llama.cpp's defaults for
-// what was not given, and a fresh random seed unless one was.
-func (s sampling) options(maxTemperature float64) (engine.SamplerOptions, error) {
+// what was not given, and a fresh random seed unless one was. Errors name
+// the fields under prefix ("options." for Ollama's); maxTemperature 0 leaves
+// the temperature unbounded.
+func (s sampling) options(prefix string, maxTemperature float64) (engine.SamplerOptions, error) {
 	o := engine.DefaultSamplerOptions()
-	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) && math.Abs(x) <= math.MaxFloat32 }
+	bad := func(field, format string, args ...any) error {
+		return badRequest(prefix+field, prefix+field+" "+fmt.Sprintf(format, args...))
+	}
 	if t := s.Temperature; t != nil {
-		if !finite(*t) || *t < 0 || *t > maxTemperature {
-			return o, badRequest("temperature", fmt.Sprintf("temperature %v is outside [0, %v]", *t, maxTemperature))
+		switch {
+		case maxTemperature > 0 && (!finite(*t) || *t < 0 || *t > maxTemperature):
+			return o, bad("temperature", "%v is outside [0, %v]", *t, maxTemperature)
+		case !finite(*t) || *t < 0:
+			return o, bad("temperature", "%v is not a number from 0 up", *t)
 		}
 		o.Temperature = float32(*t)
 	}
 	if p := s.TopP; p != nil {
 		if !finite(*p) || *p < 0 || *p > 1 {
-			return o, badRequest("top_p", fmt.Sprintf("top_p %v is outside [0, 1]", *p))
+			return o, bad("top_p", "%v is outside [0, 1]", *p)
 		}
 		o.TopP = float32(*p)
 	}
 	if k := s.TopK; k != nil {
 		if *k < 0 {
-			return o, badRequest("top_k", fmt.Sprintf("top_k %d is negative (0 turns it off)", *k))
+			return o, bad("top_k", "%d is negative (0 turns it off)", *k)
 		}
 		o.TopK = *k
 	}
 	if p := s.MinP; p != nil {
 		if !finite(*p) || *p < 0 || *p > 1 {
-			return o, badRequest("min_p", fmt.Sprintf("min_p %v is outside [0, 1]", *p))
+			return o, bad("min_p", "%v is outside [0, 1]", *p)
 		}
 		o.MinP = float32(*p)
 	}
 	if p := s.RepeatPenalty; p != nil {
 		if !finite(*p) || *p < 0 {
-			return o, badRequest("repeat_penalty", fmt.Sprintf("repeat_penalty %v is not a non-negative number", *p))
+			return o, bad("repeat_penalty", "%v is not a number from 0 up (1 turns it off)", *p)
 		}
 		o.RepeatPenalty = float32(*p)
 	}
 	if n := s.RepeatLastN; n != nil {
 		if *n < -1 {
-			return o, badRequest("repeat_last_n", fmt.Sprintf("repeat_last_n %d is below -1 (-1: the whole history)", *n))
+			return o, bad("repeat_last_n", "%d is below -1 (-1: the whole history)", *n)
 		}
 		o.RepeatLastN = *n
 	}
