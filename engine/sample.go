@@ -31,6 +31,11 @@ type SamplerOptions struct {
 	// ones of tokens among the last RepeatLastN of the history (prompt
 	// included); 0 or 1 turns it off. Default 1 (off).
 	RepeatPenalty float32
+	// PresencePenalty is subtracted from the logit of every token among the
+	// last RepeatLastN, and FrequencyPenalty times its count there (OpenAI's
+	// and llama.cpp's presence and frequency penalties, after the repeat
+	// penalty); 0 turns each off. Default 0.
+	PresencePenalty, FrequencyPenalty float32
 	// TopK keeps the TopK most likely tokens; 0 turns it off. Default 40.
 	TopK int
 	// RepeatLastN is how much history the penalty looks at; 0 turns it off,
@@ -60,6 +65,10 @@ func (o SamplerOptions) Validate() error {
 		return fmt.Errorf("min-p %v is outside [0, 1]", o.MinP)
 	case !finite(o.RepeatPenalty) || o.RepeatPenalty < 0:
 		return fmt.Errorf("repeat-penalty %v is not a non-negative number", o.RepeatPenalty)
+	case !finite(o.PresencePenalty):
+		return fmt.Errorf("presence-penalty %v is not a finite number", o.PresencePenalty)
+	case !finite(o.FrequencyPenalty):
+		return fmt.Errorf("frequency-penalty %v is not a finite number", o.FrequencyPenalty)
 	case o.RepeatLastN < -1:
 		return fmt.Errorf("repeat-last-n %d is below -1 (-1: the whole history)", o.RepeatLastN)
 	}
@@ -74,10 +83,13 @@ func (o SamplerOptions) PlainGreedy() bool {
 	return o.Temperature <= 0 && !o.penalizes()
 }
 
-// penalizes reports whether the repetition penalty changes any logit.
+// penalizes reports whether the repetition penalties change any logit.
 func (o SamplerOptions) penalizes() bool {
-	return o.RepeatPenalty != 0 && o.RepeatPenalty != 1 && o.RepeatLastN != 0
+	return o.RepeatLastN != 0 && (o.repeats() || o.PresencePenalty != 0 || o.FrequencyPenalty != 0)
 }
+
+// repeats reports whether the repeat penalty is on.
+func (o SamplerOptions) repeats() bool { return o.RepeatPenalty != 0 && o.RepeatPenalty != 1 }
 
 // Draw is the backend.Draw that picks what Sample would (given the same
 // uniform number), if these options have one: a positive temperature,
@@ -106,14 +118,15 @@ const pcgStream = 0x9e3779b97f4a7c15
 // the vocabulary on the first call and are reused, so steady-state calls do
 // not allocate. It is not safe for concurrent use.
 type Sampler struct {
-	o    SamplerOptions
-	rng  *rand.Rand
-	buf  []float32   // the logits after the repetition penalty
-	cand []candidate // the tokens still in the running
-	w    []float64   // their weights for the draw
-	mark []uint32    // mark[t] == call: t was penalised in this call
-	call uint32
-	mass [1024]float64 // top-p's probability mass per logit bucket
+	o     SamplerOptions
+	rng   *rand.Rand
+	buf   []float32   // the logits after the repetition penalty
+	cand  []candidate // the tokens still in the running
+	w     []float64   // their weights for the draw
+	mark  []uint32    // mark[t] == call: count[t] counts t in this call's window
+	count []int32
+	call  uint32
+	mass  [1024]float64 // top-p's probability mass per logit bucket
 }
 
 type candidate struct {
@@ -164,39 +177,54 @@ func greedy(l []float32) int32 {
 	return int32(best)
 }
 
-// penalize returns logits with the repetition penalty applied once to each
-// distinct recent token (llama.cpp: divide if positive, else multiply), in a
-// copy so that the caller's logits stay as they were.
+// penalize returns logits with the repetition penalties applied once to
+// each distinct recent token, as llama.cpp's penalties sampler does: the
+// repeat penalty divides a positive logit and multiplies another, then
+// count·frequency + presence is subtracted. It works in a copy so that the
+// caller's logits stay as they were.
 func (s *Sampler) penalize(logits []float32, history []int32) []float32 {
-	p, n := s.o.RepeatPenalty, s.o.RepeatLastN
-	if !s.o.penalizes() || len(history) == 0 {
+	o := s.o
+	if !o.penalizes() || len(history) == 0 {
 		return logits
 	}
-	if n > 0 && n < len(history) {
+	if n := o.RepeatLastN; n > 0 && n < len(history) {
 		history = history[len(history)-n:]
 	}
 	V := len(logits)
 	if cap(s.buf) < V {
 		s.buf = make([]float32, V)
 		s.mark = make([]uint32, V)
+		s.count = make([]int32, V)
 		s.call = 0
 	}
-	buf, mark := s.buf[:V], s.mark[:V]
+	buf, mark, count := s.buf[:V], s.mark[:V], s.count[:V]
 	copy(buf, logits)
 	if s.call++; s.call == 0 { // wrapped: old marks could collide
 		clear(mark)
 		s.call = 1
 	}
-	for _, t := range history {
-		if t < 0 || int(t) >= V || mark[t] == s.call {
+	for _, t := range history { // count each recent token
+		if t < 0 || int(t) >= V {
 			continue
 		}
-		mark[t] = s.call
-		if buf[t] <= 0 {
-			buf[t] *= p
-		} else {
-			buf[t] /= p
+		if mark[t] != s.call {
+			mark[t], count[t] = s.call, 0
 		}
+		count[t]++
+	}
+	for _, t := range history { // and penalise it once
+		if t < 0 || int(t) >= V || count[t] == 0 {
+			continue
+		}
+		if o.repeats() {
+			if buf[t] <= 0 {
+				buf[t] *= o.RepeatPenalty
+			} else {
+				buf[t] /= o.RepeatPenalty
+			}
+		}
+		buf[t] -= float32(count[t])*o.FrequencyPenalty + o.PresencePenalty
+		count[t] = 0
 	}
 	return buf
 }

@@ -78,29 +78,38 @@ func TestSampleTopK1IsArgmax(t *testing.T) {
 
 func TestRepeatPenalty(t *testing.T) {
 	tests := []struct {
-		name    string
-		penalty float32
-		lastN   int
-		history []int32
-		want    []float32
+		name                string
+		penalty             float32
+		lastN               int
+		history             []int32
+		want                []float32
+		presence, frequency float32
 	}{
 		// Positive logits are divided, negative (and zero) multiplied, each
 		// token once however often it occurs.
-		{"divide positive, multiply negative", 2, 64, []int32{0, 1, 3, 0, 0}, []float32{1, -4, 1, 0, -1}},
-		{"only the last n", 2, 2, []int32{0, 1, 2}, []float32{2, -4, 0.5, 0, -1}},
-		{"-1 is the whole history", 4, -1, []int32{2, 0, 4, 4}, []float32{0.5, -2, 0.25, 0, -4}},
-		{"zero logit stays zero", 3, 64, []int32{3}, []float32{2, -2, 1, 0, -1}},
-		{"ids outside the vocabulary are ignored", 2, 64, []int32{-1, 99, 2}, []float32{2, -2, 0.5, 0, -1}},
-		{"penalty 1 is off", 1, 64, []int32{0, 1}, []float32{2, -2, 1, 0, -1}},
-		{"penalty 0 is off", 0, 64, []int32{0, 1}, []float32{2, -2, 1, 0, -1}},
-		{"last n 0 is off", 2, 0, []int32{0, 1}, []float32{2, -2, 1, 0, -1}},
-		{"below 1 rewards repeats", 0.5, 64, []int32{0, 1}, []float32{4, -1, 1, 0, -1}},
+		{"divide positive, multiply negative", 2, 64, []int32{0, 1, 3, 0, 0}, []float32{1, -4, 1, 0, -1}, 0, 0},
+		{"only the last n", 2, 2, []int32{0, 1, 2}, []float32{2, -4, 0.5, 0, -1}, 0, 0},
+		{"-1 is the whole history", 4, -1, []int32{2, 0, 4, 4}, []float32{0.5, -2, 0.25, 0, -4}, 0, 0},
+		{"zero logit stays zero", 3, 64, []int32{3}, []float32{2, -2, 1, 0, -1}, 0, 0},
+		{"ids outside the vocabulary are ignored", 2, 64, []int32{-1, 99, 2}, []float32{2, -2, 0.5, 0, -1}, 0, 0},
+		{"penalty 1 is off", 1, 64, []int32{0, 1}, []float32{2, -2, 1, 0, -1}, 0, 0},
+		{"penalty 0 is off", 0, 64, []int32{0, 1}, []float32{2, -2, 1, 0, -1}, 0, 0},
+		{"last n 0 is off", 2, 0, []int32{0, 1}, []float32{2, -2, 1, 0, -1}, 0, 0},
+		{"below 1 rewards repeats", 0.5, 64, []int32{0, 1}, []float32{4, -1, 1, 0, -1}, 0, 0},
+		// Presence subtracts once per distinct recent token, frequency once
+		// per occurrence, after the repeat penalty (llama.cpp's order).
+		{"presence", 1, 64, []int32{0, 1, 0}, []float32{1.5, -2.5, 1, 0, -1}, 0.5, 0},
+		{"frequency", 1, 64, []int32{0, 1, 0, 4}, []float32{1, -2.5, 1, 0, -1.5}, 0, 0.5},
+		{"all three", 2, 64, []int32{0, 0, 0, 1}, []float32{1 - 3*0.25 - 1, -4 - 0.25 - 1, 1, 0, -1}, 1, 0.25},
+		{"frequency counts only the last n", 1, 2, []int32{0, 0, 0, 1}, []float32{1.5, -2.5, 1, 0, -1}, 0, 0.5},
+		{"negative presence rewards repeats", 1, 64, []int32{2}, []float32{2, -2, 1.5, 0, -1}, -0.5, 0},
+		{"last n 0 turns all off", 2, 0, []int32{0}, []float32{2, -2, 1, 0, -1}, 1, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			logits := []float32{2, -2, 1, 0, -1}
 			orig := slices.Clone(logits)
-			s := newSampler(t, SamplerOptions{RepeatPenalty: tc.penalty, RepeatLastN: tc.lastN})
+			s := newSampler(t, SamplerOptions{RepeatPenalty: tc.penalty, RepeatLastN: tc.lastN, PresencePenalty: tc.presence, FrequencyPenalty: tc.frequency})
 			for range 2 { // the second call must not see the first one's marks
 				if got := s.penalize(logits, tc.history); !slices.Equal(got, tc.want) {
 					t.Fatalf("penalised logits %v, want %v", got, tc.want)

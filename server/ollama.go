@@ -117,6 +117,7 @@ func (o *ollamaOptions) UnmarshalJSON(b []byte) error {
 	seed, err := integer("seed", 64)
 	for _, e := range []error{
 		err, float("temperature", &o.Temperature), float("top_p", &o.TopP), float("min_p", &o.MinP), float("repeat_penalty", &o.RepeatPenalty),
+		float("presence_penalty", &o.PresencePenalty), float("frequency_penalty", &o.FrequencyPenalty),
 		small("top_k", &o.TopK), small("repeat_last_n", &o.RepeatLastN), small("num_predict", &o.numPredict),
 	} {
 		if e != nil {

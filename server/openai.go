@@ -33,16 +33,19 @@ type chatCompletionRequest struct {
 }
 
 type openAISampling struct {
-	Temperature   *float64 `json:"temperature"`
-	TopP          *float64 `json:"top_p"`
-	TopK          *int     `json:"top_k"`
-	MinP          *float64 `json:"min_p"`
-	RepeatPenalty *float64 `json:"repeat_penalty"`
-	Seed          *int64   `json:"seed"`
+	Temperature      *float64 `json:"temperature"`
+	TopP             *float64 `json:"top_p"`
+	TopK             *int     `json:"top_k"`
+	MinP             *float64 `json:"min_p"`
+	RepeatPenalty    *float64 `json:"repeat_penalty"`
+	PresencePenalty  *float64 `json:"presence_penalty"`
+	FrequencyPenalty *float64 `json:"frequency_penalty"`
+	Seed             *int64   `json:"seed"`
 }
 
 func (o openAISampling) sampling() sampling {
-	return sampling{Temperature: o.Temperature, TopP: o.TopP, TopK: o.TopK, MinP: o.MinP, RepeatPenalty: o.RepeatPenalty, Seed: o.Seed}
+	return sampling{Temperature: o.Temperature, TopP: o.TopP, TopK: o.TopK, MinP: o.MinP, RepeatPenalty: o.RepeatPenalty,
+		PresencePenalty: o.PresencePenalty, FrequencyPenalty: o.FrequencyPenalty, penaltyRange: 2, Seed: o.Seed}
 }
 
 type streamOptions struct {

@@ -18,7 +18,7 @@ import (
 // reference generates what the server should answer, through the engine
 // directly on a fresh copy of the model (no cache, no server): the text of
 // the tokens it emits and how many it sampled.
-func reference(t *testing.T, file, prompt string, maxTokens int, seed uint64) (string, *engine.Result) {
+func reference(t *testing.T, file, prompt string, maxTokens int, seed uint64, tweak ...func(*engine.SamplerOptions)) (string, *engine.Result) {
 	t.Helper()
 	m, lm, err := Load(goldenModels+"/"+file, "", model.Options{Context: 512, Threads: 1})
 	if err != nil {
@@ -28,6 +28,9 @@ func reference(t *testing.T, file, prompt string, maxTokens int, seed uint64) (s
 	ids := chat.PromptTokens(m.Tokenizer, prompt)
 	o := engine.DefaultSamplerOptions()
 	o.Seed = seed
+	for _, f := range tweak {
+		f(&o)
+	}
 	var out []int32
 	res, err := engine.Generate(context.Background(), m.Net, engine.Request{Prompt: ids, MaxTokens: maxTokens, EOG: m.Tokenizer.EOG(), Sampler: o},
 		func(tok engine.Token) error { out = append(out, tok.ID); return nil })
@@ -96,6 +99,29 @@ func TestOpenAIClient(t *testing.T) {
 		}
 		if resp.Model != "tiny" || resp.Object != "chat.completion" || !strings.HasPrefix(resp.ID, "chatcmpl-") {
 			t.Errorf("model %q object %q id %q", resp.Model, resp.Object, resp.ID)
+		}
+	})
+
+	t.Run("presence and frequency penalties", func(t *testing.T) {
+		penalised, _ := reference(t, file, chatPrompt(t, m, question), 12, 7, func(o *engine.SamplerOptions) {
+			o.PresencePenalty, o.FrequencyPenalty = 1.5, 0.75
+		})
+		if penalised == want {
+			t.Fatalf("the penalties change nothing in the reference (%q): pick others", want)
+		}
+		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:            "tiny",
+			Messages:         []openai.ChatCompletionMessageParamUnion{openai.UserMessage(question.Content)},
+			MaxTokens:        openai.Int(12),
+			Seed:             openai.Int(7),
+			PresencePenalty:  openai.Float(1.5),
+			FrequencyPenalty: openai.Float(0.75),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Choices[0].Message.Content; got != penalised {
+			t.Errorf("content %q, the engine with the penalties gives %q", got, penalised)
 		}
 	})
 

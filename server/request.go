@@ -61,13 +61,15 @@ func (s stopList) check() error {
 
 // sampling is the sampling fields both APIs share, nil where not given.
 type sampling struct {
-	Temperature   *float64
-	TopP          *float64
-	TopK          *int
-	MinP          *float64
-	RepeatPenalty *float64
-	RepeatLastN   *int
-	Seed          *int64
+	Temperature                       *float64
+	TopP                              *float64
+	TopK                              *int
+	MinP                              *float64
+	RepeatPenalty                     *float64
+	PresencePenalty, FrequencyPenalty *float64
+	RepeatLastN                       *int
+	Seed                              *int64
+	penaltyRange                      float64 // presence and frequency penalties lie in ±penaltyRange (OpenAI's 2); 0: any number
 }
 
 // options turns the fields into sampler options: llama.cpp's defaults for
@@ -112,6 +114,21 @@ func (s sampling) options(prefix string, maxTemperature float64) (engine.Sampler
 			return o, bad("repeat_penalty", "%v is not a number from 0 up (1 turns it off)", *p)
 		}
 		o.RepeatPenalty = float32(*p)
+	}
+	for _, p := range []struct {
+		field string
+		v     *float64
+		dst   *float32
+	}{{"presence_penalty", s.PresencePenalty, &o.PresencePenalty}, {"frequency_penalty", s.FrequencyPenalty, &o.FrequencyPenalty}} {
+		switch r := s.penaltyRange; {
+		case p.v == nil:
+			continue
+		case r > 0 && (!finite(*p.v) || math.Abs(*p.v) > r):
+			return o, bad(p.field, "%v is outside [-%v, %v]", *p.v, r, r)
+		case !finite(*p.v):
+			return o, bad(p.field, "%v is not a finite number", *p.v)
+		}
+		*p.dst = float32(*p.v)
 	}
 	if n := s.RepeatLastN; n != nil {
 		if *n < -1 {

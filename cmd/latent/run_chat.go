@@ -252,7 +252,9 @@ var chatParameters = []struct{ name, help string }{
 	{"top_p", "sample from the most likely tokens holding this probability (0 or 1: off)"},
 	{"min_p", "drop tokens less likely than this times the most likely one (0: off)"},
 	{"repeat_penalty", "penalise the logits of recent tokens by this factor (1: off)"},
-	{"repeat_last_n", "recent tokens the penalty looks at (0: off, -1: all)"},
+	{"presence_penalty", "subtract this from the logits of recent tokens (0: off)"},
+	{"frequency_penalty", "subtract this times its count from the logit of each recent token (0: off)"},
+	{"repeat_last_n", "recent tokens the penalties look at (0: off, -1: all)"},
 	{"seed", "sampling seed (\"random\": a fresh one every answer)"},
 	{"num_predict", "tokens to generate at most per answer (-1: no limit)"},
 }
@@ -366,6 +368,10 @@ func (c *chatSession) setParameter(name, value string) error {
 		s.MinP, err = parseFloat32(value)
 	case "repeat_penalty":
 		s.RepeatPenalty, err = parseFloat32(value)
+	case "presence_penalty":
+		s.PresencePenalty, err = parseFloat32(value)
+	case "frequency_penalty":
+		s.FrequencyPenalty, err = parseFloat32(value)
 	case "repeat_last_n":
 		s.RepeatLastN, err = parseInt(value)
 	case "seed":
@@ -429,8 +435,8 @@ func (c *chatSession) show(args []string) {
 		if c.maxTokens <= 0 {
 			n = "-1"
 		}
-		fmt.Fprintf(w, "temperature     %g\ntop_k           %d\ntop_p           %g\nmin_p           %g\nrepeat_penalty  %g\nrepeat_last_n   %d\nseed            %s\nnum_predict     %s\n",
-			s.Temperature, s.TopK, s.TopP, s.MinP, s.RepeatPenalty, s.RepeatLastN, seed, n)
+		fmt.Fprintf(w, "temperature        %g\ntop_k              %d\ntop_p              %g\nmin_p              %g\nrepeat_penalty     %g\npresence_penalty   %g\nfrequency_penalty  %g\nrepeat_last_n      %d\nseed               %s\nnum_predict        %s\n",
+			s.Temperature, s.TopK, s.TopP, s.MinP, s.RepeatPenalty, s.PresencePenalty, s.FrequencyPenalty, s.RepeatLastN, seed, n)
 	case "system":
 		if c.conv.System == "" {
 			fmt.Fprintln(w, "No system message.")
