@@ -57,6 +57,8 @@ func TestBadInputs(t *testing.T) {
 		{"temperature too high", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"temperature":3}`, 400, "temperature", "outside [0, 2]", ""},
 		{"top_p too high", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"top_p":1.5}`, 400, "top_p", "outside [0, 1]", ""},
 		{"max_tokens zero", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":0}`, 400, "max_tokens", "at least 1", ""},
+		{"top_logprobs without logprobs", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"top_logprobs":5}`, 400, "top_logprobs", "top_logprobs needs logprobs", ""},
+		{"stream_options without stream", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stream_options":{"include_usage":true}}`, 400, "stream_options", "only allowed with stream: true", ""},
 		{"presence penalty past 2", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"presence_penalty":3}`, 400, "presence_penalty", "presence_penalty 3 is outside [-2, 2]", ""},
 		{"frequency penalty a string", "/v1/completions", `{"prompt":"hi","frequency_penalty":"x"}`, 400, "frequency_penalty", "frequency_penalty must be a number", ""},
 		{"response format not an object", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":"json"}`, 400, "response_format", "response_format must be an object, not a string", ""},

@@ -26,6 +26,7 @@ type chatCompletionRequest struct {
 	Tools               []json.RawMessage `json:"tools"`
 	ChatTemplateKwargs  map[string]any    `json:"chat_template_kwargs"`
 	Logprobs            *bool             `json:"logprobs"`
+	TopLogprobs         *int              `json:"top_logprobs"`
 	ResponseFormat      *struct {
 		Type string `json:"type"`
 	} `json:"response_format"`
@@ -239,6 +240,12 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 	}
 	if req.Logprobs != nil && *req.Logprobs {
 		return nil, badRequest("logprobs", "logprobs are not supported")
+	}
+	if req.TopLogprobs != nil { // OpenAI's rule: only with logprobs
+		return nil, badRequest("top_logprobs", "top_logprobs needs logprobs, which are not supported")
+	}
+	if req.StreamOptions != nil && !req.Stream {
+		return nil, badRequest("stream_options", "stream_options is only allowed with stream: true")
 	}
 	if f := req.ResponseFormat; f != nil && f.Type != "" && f.Type != "text" {
 		return nil, badRequest("response_format", fmt.Sprintf("response_format %q is not supported (only \"text\")", f.Type))
