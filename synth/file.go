@@ -24,8 +24,20 @@ func WriteFile(ctx context.Context, path string, opts Options) (*Model, int64, e
 
 // WriteFile writes the model to path atomically; see the package function.
 func (m *Model) WriteFile(ctx context.Context, path string) (n int64, err error) {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return 0, fmt.Errorf("%s is a directory", path)
+	// A symbolic link's target is the file replaced; a device, pipe or
+	// socket is refused (renaming over /dev/null would replace it).
+	mode := fs.FileMode(0o644)
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	if fi, err := os.Stat(path); err == nil {
+		switch {
+		case fi.IsDir():
+			return 0, fmt.Errorf("%s is a directory", path)
+		case !fi.Mode().IsRegular():
+			return 0, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+		}
+		mode = fi.Mode().Perm() // an existing file keeps its permissions
 	}
 	dir, base := filepath.Split(path)
 	if dir == "" {
@@ -54,7 +66,7 @@ func (m *Model) WriteFile(ctx context.Context, path string) (n int64, err error)
 		return n, fmt.Errorf("write %s: %w", path, err)
 	}
 	// CreateTemp makes the file private; a model file is ordinary data.
-	if err = f.Chmod(0o644); err != nil {
+	if err = f.Chmod(mode); err != nil {
 		return n, fmt.Errorf("write %s: %w", path, err)
 	}
 	if err = f.Sync(); err != nil {

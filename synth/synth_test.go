@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -425,6 +426,23 @@ func TestAtomicWrite(t *testing.T) {
 	}
 	if _, _, err := WriteFile(context.Background(), dir, opts); err == nil || !strings.Contains(err.Error(), "is a directory") {
 		t.Errorf("directory as output: %v", err)
+	}
+
+	// A symbolic link's target is replaced (the link stays), keeping the
+	// target's permissions.
+	target, link := filepath.Join(dir, "target.gguf"), filepath.Join(dir, "link.gguf")
+	if err := os.WriteFile(target, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("target.gguf", link); err != nil {
+		t.Skipf("no symbolic links here: %v", err)
+	}
+	if _, n, err := WriteFile(context.Background(), link, opts); err != nil {
+		t.Fatal(err)
+	} else if fi, err := os.Lstat(link); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the link after a write through it: %v, %v", fi, err)
+	} else if fi, err := os.Stat(target); err != nil || fi.Size() != n || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the link's target: %v, %v (want %d bytes, mode 0600)", fi, err, n)
 	}
 }
 
