@@ -236,8 +236,16 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("context_length %d must be positive", c.ContextLength)
 	case c.Gating != GatingSoftmax && c.Gating != GatingSigmoid:
 		return fmt.Errorf("expert_gating_func %d is not supported (1 softmax, 2 sigmoid)", int(c.Gating))
-	case c.RMSEps <= 0:
-		return fmt.Errorf("layer_norm_rms_epsilon %g must be positive", c.RMSEps)
+	case !positive(c.RMSEps):
+		return fmt.Errorf("layer_norm_rms_epsilon %g must be a positive number", c.RMSEps)
+	case !positive(c.RopeBase):
+		return fmt.Errorf("rope.freq_base %g must be a positive number", c.RopeBase)
+	case math.IsNaN(c.Scaling.Factor) || math.IsInf(c.Scaling.Factor, 0) || (c.Scaling.Type == "yarn" && c.Scaling.Factor <= 0):
+		return fmt.Errorf("rope.scaling.factor %g must be a positive number", c.Scaling.Factor)
+	case c.Scaling.Type == "yarn" && c.Scaling.OrigContext <= 0:
+		return fmt.Errorf("rope.scaling.original_context_length %d must be positive", c.Scaling.OrigContext)
+	case math.IsNaN(c.Scaling.YarnLogMul) || math.IsInf(c.Scaling.YarnLogMul, 0):
+		return fmt.Errorf("rope.scaling.yarn_log_multiplier %g must be a finite number", c.Scaling.YarnLogMul)
 	}
 	if c.Experts > 0 {
 		switch {
@@ -245,6 +253,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("expert_used_count %d must be between 1 and expert_count %d", c.ExpertsUsed, c.Experts)
 		case c.ExpertFF <= 0:
 			return fmt.Errorf("expert_feed_forward_length %d must be positive", c.ExpertFF)
+		case !positive(c.ExpertScale):
+			return fmt.Errorf("expert_weights_scale %g must be a positive number", c.ExpertScale)
 		case c.ExpertGroups > 0 && (c.Experts%c.ExpertGroups != 0 || c.GroupsUsed <= 0 || c.GroupsUsed > c.ExpertGroups):
 			return fmt.Errorf("expert groups %d (used %d) do not divide %d experts", c.ExpertGroups, c.GroupsUsed, c.Experts)
 		}
@@ -254,3 +264,6 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// positive reports whether x is a positive finite number (NaN is not).
+func positive(x float64) bool { return x > 0 && !math.IsInf(x, 1) }

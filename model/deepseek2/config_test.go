@@ -1,6 +1,7 @@
 package deepseek2
 
 import (
+	"math"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -137,6 +138,11 @@ func TestConfigErrors(t *testing.T) {
 		{"used > experts", set(set(base(), "deepseek2.expert_count", gguf.Uint32(4)), "deepseek2.expert_used_count", gguf.Uint32(5)), "expert_used_count 5 must be between 1 and expert_count 4"},
 		{"all nextn", set(base(), "deepseek2.nextn_predict_layers", gguf.Uint32(2)), "leaves no decoder layers"},
 		{"zero context", set(base(), "deepseek2.context_length", gguf.Uint32(0)), "context_length 0 must be positive"},
+		{"NaN epsilon", set(base(), "deepseek2.attention.layer_norm_rms_epsilon", gguf.Float32(float32(math.NaN()))), "layer_norm_rms_epsilon NaN must be a positive number"},
+		{"negative rope base", set(base(), "deepseek2.rope.freq_base", gguf.Float32(-1)), "rope.freq_base -1 must be a positive number"},
+		{"infinite yarn factor", set(set(base(), "deepseek2.rope.scaling.type", gguf.String("yarn")), "deepseek2.rope.scaling.factor", gguf.Float32(float32(math.Inf(1)))), "rope.scaling.factor +Inf must be a positive number"},
+		{"NaN yarn multiplier", set(base(), "deepseek2.rope.scaling.yarn_log_multiplier", gguf.Float32(float32(math.NaN()))), "yarn_log_multiplier NaN must be a finite number"},
+		{"infinite expert scale", set(set(set(set(base(), "deepseek2.expert_count", gguf.Uint32(4)), "deepseek2.expert_used_count", gguf.Uint32(2)), "deepseek2.expert_feed_forward_length", gguf.Uint32(64)), "deepseek2.expert_weights_scale", gguf.Float32(float32(math.Inf(1)))), "expert_weights_scale +Inf must be a positive number"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
