@@ -56,11 +56,11 @@ func partialName(final, sha string) string {
 
 // Local is a model in the store.
 type Local struct {
-	Name     string    // the reference that names it: hf.co/OWNER/REPO:QUANT
-	Path     string    // absolute file path
-	Size     int64     // bytes
-	Modified time.Time // when it was downloaded
-	SHA256   string    // from the .sha256 file beside it; "" if absent
+	Name     string    `json:"name"`     // the reference that names it: hf.co/OWNER/REPO:QUANT
+	Path     string    `json:"path"`     // absolute file path
+	Size     int64     `json:"size"`     // bytes
+	Modified time.Time `json:"modified"` // when it was downloaded
+	SHA256   string    `json:"sha256"`   // from the .sha256 file beside it; "" if absent
 }
 
 // localFiles lists the complete .gguf files of one repository in the store,

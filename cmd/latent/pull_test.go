@@ -91,6 +91,15 @@ func TestPullListRm(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 2 || listed[1].Path != path || listed[1].SHA256 != hubtest.SHA256(data["tiny-Q4_K_M.gguf"]) {
 		t.Errorf("list --json: %v\n%s", err, out)
 	}
+	var keys []map[string]any // the keys its help names, as jq would ask for them
+	if json.Unmarshal([]byte(out), &keys) != nil || len(keys) != 2 {
+		t.Fatalf("list --json:\n%s", out)
+	}
+	for _, k := range []string{"name", "path", "size", "modified", "sha256"} {
+		if _, ok := keys[0][k]; !ok {
+			t.Errorf("list --json lacks %q: %v", k, keys[0])
+		}
+	}
 
 	if _, err := runLatent(t, "rm", "hf.co/tiny/models-GGUF"); err == nil || !strings.Contains(err.Error(), "2 models of this repository are stored; name one") {
 		t.Errorf("ambiguous rm: %v", err)
