@@ -431,29 +431,48 @@ func CheckPath(ref string) (local bool, err error) {
 // is, or a file in the store, pulled from the Hub on first use with progress
 // written to opts.Progress.
 func Resolve(ctx context.Context, ref string, opts Options) (string, error) {
-	if local, err := CheckPath(ref); local || err != nil {
-		return ref, err
-	}
-	r, err := ParseRef(ref)
-	if err != nil {
-		return "", err
-	}
-	store, err := StoreDir(opts)
-	if err != nil {
-		return "", err
-	}
-	if p, err := findLocal(store, r); err != nil || p != "" {
+	p, r, err := find(ref, opts)
+	if err != nil || p != "" {
 		return p, err
 	}
 	c, err := newClient(opts)
 	if err != nil {
 		return "", err
 	}
-	p, err := c.pull(ctx, r)
+	pulled, err := c.pull(ctx, r)
 	if err != nil {
 		return "", err
 	}
-	return p.Path, nil
+	return pulled.Path, nil
+}
+
+// Find is Resolve without a download: a reference that names a model the
+// store lacks is an error that says how to pull it. Commands that only
+// inspect a model use it, as ollama's show does.
+func Find(ref string, opts Options) (string, error) {
+	p, r, err := find(ref, opts)
+	if err != nil || p != "" {
+		return p, err
+	}
+	return "", fmt.Errorf("%s: not in the model store; download it with: latent pull %s", r, r)
+}
+
+// find is a path's file, or a reference's file in the store ("" when the
+// store lacks it, with the parsed reference).
+func find(ref string, opts Options) (string, Ref, error) {
+	if local, err := CheckPath(ref); local || err != nil {
+		return ref, Ref{}, err
+	}
+	r, err := ParseRef(ref)
+	if err != nil {
+		return "", Ref{}, err
+	}
+	store, err := StoreDir(opts)
+	if err != nil {
+		return "", r, err
+	}
+	p, err := findLocal(store, r)
+	return p, r, err
 }
 
 // looksLikePath reports whether a reference that names no file was meant as

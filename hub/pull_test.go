@@ -121,6 +121,37 @@ func TestPullDefaultQuant(t *testing.T) {
 	}
 }
 
+// Find answers from the store alone: a stored model's file, a path as it
+// is, and for a model the store lacks an error that says to pull it.
+func TestFind(t *testing.T) {
+	s, _ := fakeHub(t)
+	opts := testOptions(t, s)
+	if _, err := Find("hf.co/tiny/models-GGUF:Q8_0", opts); err == nil ||
+		err.Error() != "hf.co/tiny/models-GGUF:Q8_0: not in the model store; download it with: latent pull hf.co/tiny/models-GGUF:Q8_0" {
+		t.Errorf("Find before the pull: %v", err)
+	}
+	if len(s.Requests()) != 0 {
+		t.Errorf("Find asked the Hub %d times", len(s.Requests()))
+	}
+	want, err := Resolve(context.Background(), "tiny/models-GGUF:q8_0", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(s.Requests())
+	if p, err := Find("tiny/models-GGUF:Q8_0", opts); err != nil || p != want {
+		t.Errorf("Find after the pull = %q, %v; want %q", p, err, want)
+	}
+	if p, err := Find(want, Options{Dir: t.TempDir()}); err != nil || p != want {
+		t.Errorf("Find(path) = %q, %v", p, err)
+	}
+	if _, err := Find(filepath.Join(t.TempDir(), "absent.gguf"), opts); err == nil || !strings.Contains(err.Error(), "absent.gguf: no such model file") {
+		t.Errorf("Find(missing path) = %v", err)
+	}
+	if len(s.Requests()) != n {
+		t.Errorf("Find asked the Hub")
+	}
+}
+
 func TestResolvePullsOnFirstUse(t *testing.T) {
 	s, data := fakeHub(t)
 	opts := testOptions(t, s)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/latent-ai/latent/chat"
 	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/hub"
 )
 
 func newChatTemplateCmd() *cobra.Command {
@@ -24,10 +25,10 @@ func newChatTemplateCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "chat-template TEMPLATE --messages FILE",
-		Short: "Render a chat template (a model file's, or a .jinja file) for a conversation and print the prompt",
+		Short: "Render a chat template (a model's, or a .jinja file) for a conversation and print the prompt",
 		Long: `Render a chat template and print the prompt exactly, with nothing added.
 
-TEMPLATE is a GGUF model file (its tokenizer.chat_template, or the ChatML default when it has none, and its
+TEMPLATE is a GGUF model, as a file or a model in the store (its tokenizer.chat_template, or the ChatML default when it has none, and its
 BOS and EOS token strings) or a .jinja file. --messages is a JSON array of OpenAI-style messages
 ({"role": ..., "content": ..., "reasoning_content", "tool_calls", "tool_call_id", "name"}); --tools a JSON
 array of tool definitions. A FILE of "-" is standard input.`,
@@ -86,7 +87,8 @@ array of tool definitions. A FILE of "-" is standard input.`,
 	return cmd
 }
 
-// loadChatTemplate reads a .jinja file as template text, anything else as a GGUF model.
+// loadChatTemplate reads a .jinja file as template text, anything else as a
+// GGUF model (a path or a stored model).
 func loadChatTemplate(cmd *cobra.Command, path string) (*chat.Template, error) {
 	if strings.HasSuffix(strings.ToLower(path), ".jinja") {
 		src, err := os.ReadFile(path)
@@ -99,7 +101,11 @@ func loadChatTemplate(cmd *cobra.Command, path string) (*chat.Template, error) {
 		}
 		return tpl, nil
 	}
-	f, err := gguf.Open(path)
+	file, err := hub.Find(path, hub.Options{})
+	if err != nil {
+		return nil, err
+	}
+	f, err := gguf.Open(file)
 	if err != nil {
 		return nil, err
 	}

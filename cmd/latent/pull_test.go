@@ -39,6 +39,16 @@ func fakeHubEnv(t *testing.T) (*hubtest.Server, string, map[string][]byte) {
 func TestPullListRm(t *testing.T) {
 	s, store, data := fakeHubEnv(t)
 
+	// Inspecting a model the store lacks does not download it.
+	for _, args := range [][]string{{"show", "tiny/models-GGUF"}, {"tokenize", "tiny/models-GGUF", "--text", "hi"}} {
+		if _, err := runLatent(t, args...); err == nil || !strings.Contains(err.Error(), "not in the model store; download it with: latent pull hf.co/tiny/models-GGUF") {
+			t.Errorf("%s before the pull: %v", args[0], err)
+		}
+	}
+	if n := len(s.Requests()); n != 0 {
+		t.Errorf("show and tokenize asked the Hub %d times", n)
+	}
+
 	out, err := runLatent(t, "pull", "hf.co/tiny/models-GGUF")
 	if err != nil {
 		t.Fatal(err)
@@ -56,9 +66,19 @@ func TestPullListRm(t *testing.T) {
 	if got, _ := os.ReadFile(path); !bytes.Equal(got, data["tiny-Q4_K_M.gguf"]) {
 		t.Fatal("pulled file differs from the Hub's")
 	}
-	// The pulled file is a model the other commands read.
+	// The pulled file is a model the other commands read, by path or by name.
 	if out, err := runLatent(t, "show", path); err != nil || !strings.Contains(out, "architecture   deepseek2") {
 		t.Errorf("show of the pulled file: %v\n%s", err, out)
+	}
+	if out, err := runLatent(t, "show", "tiny/models-GGUF"); err != nil || !strings.Contains(out, "architecture   deepseek2") {
+		t.Errorf("show of the pulled model: %v\n%s", err, out)
+	}
+	byPath, err := runLatent(t, "tokenize", path, "--text", "func main() {}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runLatent(t, "tokenize", "hf.co/tiny/models-GGUF:Q4_K_M", "--text", "func main() {}"); err != nil || out != byPath {
+		t.Errorf("tokenize by name: %v\n%s\nby path:\n%s", err, out, byPath)
 	}
 
 	out, err = runLatent(t, "pull", "tiny/models-GGUF:q4_k_m")

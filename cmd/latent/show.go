@@ -24,9 +24,13 @@ func newShowCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show MODEL",
 		Short: "Describe a GGUF model: shape, size, weight types, bytes read per token, tokenizer",
+		Long: `Describe a GGUF model: shape, size, weight types, bytes read per token, tokenizer.
+
+MODEL is a .gguf file or a model in the store (latent list); show never
+downloads one (latent pull does).`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := resolveModel(cmd, args[0])
+			path, err := hub.Find(args[0], hub.Options{})
 			if err != nil {
 				return err
 			}

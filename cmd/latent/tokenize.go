@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/hub"
 	"github.com/latent-ai/latent/tokenizer"
 )
 
@@ -32,7 +33,8 @@ With --detokenize, the input is token ids, as a JSON array ("[1,2,3]") or
 separated by commas ("1,2,3"), and the output is their text, exactly, with no
 newline added; special tokens are rendered as their text.
 
-The input is --text, or standard input when --text is not given.`,
+The input is --text, or standard input when --text is not given. MODEL is a
+.gguf file or a model in the store (latent list); nothing is downloaded.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := text
@@ -74,8 +76,12 @@ The input is --text, or standard input when --text is not given.`,
 	return cmd
 }
 
-// loadTokenizer reads the tokenizer of a model file.
-func loadTokenizer(path string) (*tokenizer.Tokenizer, error) {
+// loadTokenizer reads the tokenizer of a model file or stored model.
+func loadTokenizer(ref string) (*tokenizer.Tokenizer, error) {
+	path, err := hub.Find(ref, hub.Options{})
+	if err != nil {
+		return nil, err
+	}
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
