@@ -27,7 +27,7 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench MODEL [-p 512] [-n 128] [--depth 0,4096] [--reps 5] [--json]",
 		Short: "Measure prefill and decode speed (tokens/s, kernels and weight bytes per token, GB/s) at cache depths",
-		Args:  cobra.ExactArgs(1),
+		Args:  oneArg("model"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
 			if o.Depths, err = parseDepths(depths); err != nil {

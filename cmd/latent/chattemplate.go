@@ -34,7 +34,7 @@ BOS and EOS token strings) or a .jinja file. --messages is a JSON array of OpenA
 array of tool definitions. A FILE of "-" is standard input.`,
 		Example: `  latent chat-template model.gguf --messages chat.json
   echo '[{"role":"user","content":"Hi"}]' | latent chat-template glm.jinja --messages - --var enable_thinking=false`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("template"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tpl, err := loadChatTemplate(cmd, args[0])
 			if err != nil {

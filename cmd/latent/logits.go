@@ -22,7 +22,7 @@ func newLogitsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logits MODEL --tokens 1016,706,44 [--steps 16] [--feed t1,t2,...]",
 		Short: "Print the logits of a prompt and of greedy decode steps as JSON (the golden-logits format)",
-		Args:  cobra.ExactArgs(1),
+		Args:  oneArg("model"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			prompt, err := parseTokens("--tokens", tokens, true)
 			if err != nil {

@@ -4,6 +4,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -42,4 +43,23 @@ func newRootCmd() *cobra.Command {
 		newRmCmd(),
 	)
 	return root
+}
+
+// oneArg is cobra.ExactArgs(1) with errors that name the argument and show
+// how the command reads: "give a model: latent show MODEL".
+func oneArg(noun string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) == 0:
+			return fmt.Errorf("give a %s: %s", noun, usage(cmd))
+		case len(args) > 1:
+			return fmt.Errorf("%s takes one %s, not %d (%s): %s", cmd.CommandPath(), noun, len(args), strings.Join(args, " "), usage(cmd))
+		}
+		return nil
+	}
+}
+
+// usage is the command's Use line under its full name.
+func usage(cmd *cobra.Command) string {
+	return cmd.CommandPath() + strings.TrimPrefix(cmd.Use, cmd.Name())
 }

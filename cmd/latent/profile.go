@@ -21,7 +21,7 @@ func newProfileCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "profile MODEL [--depth N] [--top 15] [--each]",
 		Short: "Time every GPU kernel of one decode step: time, bytes moved, GB/s and share of the step",
-		Args:  cobra.ExactArgs(1),
+		Args:  oneArg("model"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if depth < 0 || top < 0 {
 				return fmt.Errorf("--depth %d, --top %d: must not be negative", depth, top)

@@ -35,7 +35,7 @@ sent to the Hub for gated or private repositories; HF_ENDPOINT points at a
 mirror.`,
 		Example: `  latent pull glm-4.7-flash
   latent pull hf.co/mradermacher/DeepSeek-V2-Lite-Chat-GGUF:Q8_0`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("model"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ref := args[0]
 			if st, err := os.Stat(ref); err == nil && !st.IsDir() {

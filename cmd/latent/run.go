@@ -41,7 +41,7 @@ With --prompt-tokens it generates after a prompt of token ids and prints the gen
   latent run model.gguf --prompt-tokens 1017,706,44 -n 16 --temperature 0`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return fmt.Errorf("give a model: latent run MODEL [PROMPT]")
+				return fmt.Errorf("give a model: %s", usage(cmd))
 			}
 			return nil
 		},

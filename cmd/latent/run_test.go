@@ -319,7 +319,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{noMerges, "hi"}, "tiny-youtu-q4_0.gguf: tokenizer: tokenizer.ggml.merges is uint32, not an array of strings"},
 		{[]string{filepath.Join(t.TempDir(), "missing.gguf"), "--prompt-tokens", "1"}, "missing.gguf: no such"},
 		{[]string{filepath.Join(t.TempDir(), "missing.gguf"), "hello"}, "missing.gguf: no such"},
-		{[]string{"--prompt-tokens", "1"}, "give a model: latent run MODEL [PROMPT]"},
+		{[]string{"--prompt-tokens", "1"}, "give a model: latent run MODEL [PROMPT...]"},
 	}
 	for _, tc := range tests {
 		out, _, err := runRun(t, context.Background(), nil, tc.args...)

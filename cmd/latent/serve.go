@@ -40,7 +40,7 @@ MODEL is a .gguf file or a model reference, pulled on first use. Requests take
 turns on the model in arrival order; when --queue of them are waiting, more get
 429. SIGINT or SIGTERM stops accepting requests and lets those in flight finish
 for up to --drain before exiting.`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("model"),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			if port < 0 || port > 65535 {
 				return fmt.Errorf("--port %d is not a TCP port (0-65535)", port)

@@ -28,7 +28,7 @@ func newShowCmd() *cobra.Command {
 
 MODEL is a .gguf file or a model in the store (latent list); show never
 downloads one (latent pull does).`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("model"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := hub.Find(args[0], hub.Options{})
 			if err != nil {

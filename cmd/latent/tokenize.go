@@ -35,7 +35,7 @@ newline added; special tokens are rendered as their text.
 
 The input is --text, or standard input when --text is not given. MODEL is a
 .gguf file or a model in the store (latent list); nothing is downloaded.`,
-		Args: cobra.ExactArgs(1),
+		Args: oneArg("model"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := text
 			if !cmd.Flags().Changed("text") {
