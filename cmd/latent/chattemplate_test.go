@@ -130,7 +130,7 @@ func TestChatTemplateErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"chat-template", llama}, `required flag(s) "messages" not set`},
-		{[]string{"chat-template", "--messages", msgs}, "accepts 1 arg"},
+		{[]string{"chat-template", "--messages", msgs}, "give a template: latent chat-template TEMPLATE"},
 		{[]string{"chat-template", filepath.Join(dir, "absent.jinja"), "--messages", msgs}, "no such file"},
 		{[]string{"chat-template", llama, "--messages", filepath.Join(dir, "absent.json")}, "--messages: open"},
 		{[]string{"chat-template", llama, "--messages", badJSON}, "--messages " + badJSON + ": unexpected end of JSON"},

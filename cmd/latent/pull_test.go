@@ -147,7 +147,7 @@ func TestPullErrors(t *testing.T) {
 		{[]string{"pull", "hf.co/nobody/nothing-GGUF"}, "hf.co/nobody/nothing-GGUF: no such model repository on 127.0.0.1:"},
 		{[]string{"pull", "llama3"}, `model reference "llama3": not a known model name`},
 		{[]string{"pull", local}, "is a local file: pull takes a model name"},
-		{[]string{"pull"}, "accepts 1 arg(s)"},
+		{[]string{"pull"}, "give a model: latent pull MODEL"},
 		{[]string{"rm", "./model.gguf"}, "./model.gguf: rm removes models from the store"},
 		{[]string{"list", "extra"}, "unknown command"},
 	}

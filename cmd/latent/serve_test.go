@@ -202,7 +202,7 @@ func TestServeErrors(t *testing.T) {
 		{[]string{"serve", model, "--queue", "0"}, "--queue 0"},
 		{[]string{"serve", model, "--drain", "-1s"}, "--drain -1s: give a positive duration"},
 		{[]string{"serve", model, "--host", "256.1.1.1", "--port", "0"}, "listen on 256.1.1.1:0"},
-		{[]string{"serve"}, "accepts 1 arg"},
+		{[]string{"serve"}, "give a model: latent serve MODEL"},
 	}
 	for _, tc := range tests {
 		_, err := runLatent(t, tc.args...)

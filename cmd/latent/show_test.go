@@ -152,7 +152,7 @@ func TestShowErrors(t *testing.T) {
 		{[]string{"show", empty}, empty + ": not a GGUF file: the file is empty"},
 		{[]string{"show", truncated}, truncated + `: tensor "`},
 		{[]string{"show", dir}, "not a regular file"},
-		{[]string{"show"}, "accepts 1 arg"},
+		{[]string{"show"}, "give a model: latent show MODEL"},
 	}
 	for _, tc := range tests {
 		_, err := runLatent(t, tc.args...)

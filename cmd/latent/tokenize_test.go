@@ -99,7 +99,7 @@ func TestTokenizeErrors(t *testing.T) {
 		{[]string{"tokenize", notGGUF, "--text", "a"}, "text.gguf"},
 		{[]string{"tokenize", badPre, "--text", "a"}, `unsupported pre-tokenizer "no-such-pre"`},
 		{[]string{"tokenize", badModel, "--text", "a"}, `unsupported tokenizer model "llama"`},
-		{[]string{"tokenize"}, "accepts 1 arg"},
+		{[]string{"tokenize"}, "give a model: latent tokenize MODEL"},
 	} {
 		_, err := runLatent(t, tc.args...)
 		checkError(t, fmt.Sprint(tc.args), err, tc.want)
