@@ -251,11 +251,19 @@ func New(c Config) (*Tokenizer, error) {
 	if c.AddEOS != nil {
 		t.addEOS = *c.AddEOS
 	}
+	// An id past the vocabulary is dropped, as llama.cpp drops it; it is
+	// named when a prompt would need the token.
+	missing := func(what string, id int32) error {
+		if id >= 0 {
+			return fmt.Errorf("tokenizer.ggml.add_%s_token is true, but tokenizer.ggml.%s_token_id %d is past the vocabulary of %d tokens", what, what, id, n)
+		}
+		return fmt.Errorf("tokenizer.ggml.add_%s_token is true, but there is no %s token", what, strings.ToUpper(what))
+	}
 	if t.addBOS && t.bos < 0 {
-		return nil, fmt.Errorf("tokenizer.ggml.add_bos_token is true, but there is no BOS token")
+		return nil, missing("bos", c.BOS)
 	}
 	if t.addEOS && t.eos < 0 {
-		return nil, fmt.Errorf("tokenizer.ggml.add_eos_token is true, but there is no EOS token")
+		return nil, missing("eos", c.EOS)
 	}
 
 	t.findEOG(c)

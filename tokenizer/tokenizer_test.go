@@ -229,6 +229,10 @@ func TestFromGGUFErrors(t *testing.T) {
 		{[]gguf.KV{model, pre, tokens, merges, kv("tokenizer.ggml.token_type", gguf.Int32s([]int32{1}))}, "token_type has 1 entries for 3 tokens"},
 		{[]gguf.KV{model, pre, tokens, merges, kv("tokenizer.ggml.token_type", gguf.Strings([]string{"x"}))}, "token_type is array"},
 		{[]gguf.KV{model, pre, tokens, merges, kv("tokenizer.ggml.add_bos_token", gguf.Bool(true))}, "add_bos_token is true, but there is no BOS token"},
+		{[]gguf.KV{model, pre, tokens, merges, kv("tokenizer.ggml.add_bos_token", gguf.Bool(true)), kv("tokenizer.ggml.bos_token_id", gguf.Uint32(99999))},
+			"add_bos_token is true, but tokenizer.ggml.bos_token_id 99999 is past the vocabulary of 3 tokens"},
+		{[]gguf.KV{model, pre, tokens, merges, kv("tokenizer.ggml.add_eos_token", gguf.Bool(true)), kv("tokenizer.ggml.eos_token_id", gguf.Uint32(3))},
+			"add_eos_token is true, but tokenizer.ggml.eos_token_id 3 is past the vocabulary of 3 tokens"},
 	} {
 		_, err := FromGGUF(memGGUF(t, tc.kvs...))
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "test.gguf: tokenizer: ") {
