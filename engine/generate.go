@@ -18,6 +18,11 @@ const (
 	StopContext   = "context"   // the model's context is full
 )
 
+// PrefillChunk is the most prompt tokens Generate gives the model in one
+// pass (llama.cpp's default micro-batch): a request is cancelled between
+// passes.
+const PrefillChunk = 512
+
 // Request is one generation.
 type Request struct {
 	Prompt    []int32   // token ids, BOS included if the model wants one
@@ -176,9 +181,6 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 		}
 	}
 	defer discard()
-	if err := forward(req.Prompt[cached:]); err != nil {
-		return nil, nil, fmt.Errorf("prefill of %d tokens: %w", len(req.Prompt)-cached, err)
-	}
 	emitAll := func(toks []int32) error {
 		for _, t := range toks {
 			if err := emit(Token{ID: t}); err != nil {
@@ -197,6 +199,21 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 		}
 		// The cache holds the prompt and every sampled token fed back.
 		return res, history[:m.Position()], nil
+	}
+	// The prompt goes in passes of at most PrefillChunk tokens, so that a
+	// cancelled request (a client gone) stops between them instead of
+	// holding the model for the whole prompt.
+	rest := req.Prompt[cached:]
+	for ; len(rest) > PrefillChunk; rest = rest[PrefillChunk:] {
+		if ctx.Err() != nil {
+			return finish(StopCancelled)
+		}
+		if _, err := m.Forward(rest[:PrefillChunk], false); err != nil {
+			return nil, nil, fmt.Errorf("prefill of %d tokens: %w", len(req.Prompt)-cached, err)
+		}
+	}
+	if err := forward(rest); err != nil {
+		return nil, nil, fmt.Errorf("prefill of %d tokens: %w", len(req.Prompt)-cached, err)
 	}
 	for {
 		if ctx.Err() != nil {

@@ -172,6 +172,20 @@ func TestGenerateCancel(t *testing.T) {
 			t.Errorf("err %v, result %+v, %d forward calls, emitted %v", err, res, len(f.calls), got)
 		}
 	})
+	t.Run("between prefill passes", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		prompt := make([]int32, 2*PrefillChunk+100)
+		f := &fakeModel{vocab: 16, ctx: 4096, hook: func(call int) {
+			if call == 1 {
+				cancel()
+			}
+		}}
+		res, kept, err := generate(ctx, f, Request{Prompt: prompt}, 0, func(Token) error { return nil })
+		if err != nil || res.StopReason != StopCancelled || res.Generated != 0 || len(f.calls) != 1 || f.pos != PrefillChunk || len(kept) != PrefillChunk {
+			t.Errorf("err %v, result %+v, %d forward calls, position %d, cache holds %d", err, res, len(f.calls), f.pos, len(kept))
+		}
+	})
 	t.Run("from emit", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -360,5 +374,31 @@ func TestResultRates(t *testing.T) {
 	}
 	if (&Result{Generated: 1, DecodeDuration: 1}).DecodeRate() != 0 || (&Result{}).PromptRate() != 0 {
 		t.Errorf("rates without tokens or time are not 0")
+	}
+}
+
+// A long prompt reaches the model in passes of PrefillChunk tokens, in
+// order; the last pass's logits pick the first token.
+func TestPrefillPasses(t *testing.T) {
+	prompt := make([]int32, 2*PrefillChunk+100)
+	for i := range prompt {
+		prompt[i] = int32(i % 16)
+	}
+	f := &fakeModel{vocab: 16, ctx: 4096, script: []int32{0, 0, 9}}
+	var got []emission
+	res, err := Generate(context.Background(), f, Request{Prompt: prompt, MaxTokens: 1}, collect(f, &got))
+	if err != nil || res.Generated != 1 {
+		t.Fatalf("err %v, result %+v", err, res)
+	}
+	if len(f.calls) != 3 || !slices.Equal(slices.Concat(f.calls...), prompt) || len(f.calls[0]) != PrefillChunk || len(f.calls[2]) != 100 {
+		t.Errorf("passes of %v tokens", func() (n []int) {
+			for _, c := range f.calls {
+				n = append(n, len(c))
+			}
+			return
+		}())
+	}
+	if want := []emission{{9, 3}}; !slices.Equal(got, want) {
+		t.Errorf("emitted %v, want %v", got, want)
 	}
 }
