@@ -108,7 +108,7 @@ func usageOf(r *genResult) *usage {
 
 func timingsOf(r *genResult) *timings {
 	return &timings{CacheN: r.Cached, PromptN: r.PromptTokens - r.Cached, PromptMS: ms(r.PrefillDuration), PromptPerSecond: r.PromptRate(),
-		PredictedN: r.Generated, PredictedMS: ms(r.PrefillDuration + r.DecodeDuration), PredictedPerSecond: r.DecodeRate()}
+		PredictedN: r.Generated, PredictedMS: ms(r.DecodeDuration), PredictedPerSecond: r.DecodeRate()}
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

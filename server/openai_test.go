@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -344,4 +345,19 @@ func TestReasoningContent(t *testing.T) {
 			t.Errorf("completion %q", comp.Choices[0].Text)
 		}
 	})
+}
+
+// llama.cpp's timings split the prompt's time from the generation's:
+// predicted_ms is the decoding after the first token, not the whole request.
+func TestTimings(t *testing.T) {
+	r := &genResult{Result: &engine.Result{PromptTokens: 10, Cached: 2, Generated: 4,
+		PrefillDuration: 100 * time.Millisecond, DecodeDuration: 300 * time.Millisecond}}
+	got := *timingsOf(r)
+	want := timings{CacheN: 2, PromptN: 8, PromptMS: 100, PromptPerSecond: 80, PredictedN: 4, PredictedMS: 300, PredictedPerSecond: 10}
+	if math.Abs(got.PromptPerSecond-want.PromptPerSecond) < 1e-9 && math.Abs(got.PredictedPerSecond-want.PredictedPerSecond) < 1e-9 {
+		got.PromptPerSecond, got.PredictedPerSecond = want.PromptPerSecond, want.PredictedPerSecond
+	}
+	if got != want {
+		t.Errorf("timings %+v, want %+v", got, want)
+	}
 }
