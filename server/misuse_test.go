@@ -135,6 +135,8 @@ func TestBadInputs(t *testing.T) {
 		{"unknown role", "/api/chat", `{"messages":[{"role":"robot","content":"x"}]}`, `"robot" is not one of`},
 		{"options not an object", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":3}`, "options"},
 		{"num_predict a string", "/api/generate", `{"prompt":"x","options":{"num_predict":"ten"}}`, "options.num_predict: must be an integer"},
+		{"thinking on a model without it", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"think":true}`, `"tiny-glm-f32" does not support thinking`},
+		{"show without a model", "/api/show", `{}`, "model is required"},
 		{"presence_penalty a string", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"presence_penalty":"x"}}`, "options.presence_penalty: must be a number"},
 		{"negative temperature", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"temperature":-1}}`, "options.temperature -1 is not a number from 0 up"},
 		{"repeat_penalty past float32", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"repeat_penalty":1e300}}`, "options.repeat_penalty 1e+300 is not a number from 0 up"},

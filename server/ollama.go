@@ -151,9 +151,22 @@ func (o *ollamaOptions) apply(gen *genRequest) error {
 	return err
 }
 
-// thinkOption reads Ollama's think field: true, false, or "high", "medium",
+// thinkOption is parseThink, refusing to turn thinking on for a model that
+// does not think, as Ollama does.
+func (s *Server) thinkOption(raw json.RawMessage) (map[string]any, error) {
+	extra, err := parseThink(raw)
+	if err == nil && extra["enable_thinking"] == true && !s.thinks() {
+		return nil, badRequest("think", fmt.Sprintf("%q does not support thinking", s.model.Name))
+	}
+	return extra, err
+}
+
+// thinks reports whether the model's chat template has a thinking block.
+func (s *Server) thinks() bool { return strings.Contains(s.model.Template.Source, "<think>") }
+
+// parseThink reads Ollama's think field: true, false, or "high", "medium",
 // "low". Templates get enable_thinking; absent leaves the template's default.
-func thinkOption(raw json.RawMessage) (map[string]any, error) {
+func parseThink(raw json.RawMessage) (map[string]any, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -254,7 +267,7 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 			msgs[i].ToolCalls = append(msgs[i].ToolCalls, call)
 		}
 	}
-	extra, err := thinkOption(req.Think)
+	extra, err := s.thinkOption(req.Think)
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +321,7 @@ func (s *Server) ollamaGenerateRequest(req *ollamaGenerateRequest) (*genRequest,
 			msgs = append(msgs, chat.Message{Role: "system", Content: req.System})
 		}
 		msgs = append(msgs, chat.Message{Role: "user", Content: req.Prompt})
-		extra, err := thinkOption(req.Think)
+		extra, err := s.thinkOption(req.Think)
 		if err != nil {
 			return nil, err
 		}
@@ -394,13 +407,17 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 	if name == "" {
 		name = req.Name
 	}
+	if name == "" {
+		ollamaErrors.write(w, badRequest("model", "model is required"))
+		return
+	}
 	if !s.isModel(name) {
 		ollamaErrors.write(w, &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("model '%s' not found (this server serves '%s')", name, s.model.Name)})
 		return
 	}
 	tmpl := s.model.Template.Source
 	caps := []string{"completion"}
-	if strings.Contains(tmpl, "<think>") {
+	if s.thinks() {
 		caps = append(caps, "thinking")
 	}
 	if strings.Contains(tmpl, "tools") {
