@@ -92,7 +92,11 @@ func (f errorFormat) write(w http.ResponseWriter, err error) {
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
-	writeJSON(w, e.status, f.body(e))
+	status := e.status
+	if f == ollamaErrors && e.code == "queue_full" {
+		status = http.StatusServiceUnavailable // what Ollama answers when its queue is full
+	}
+	writeJSON(w, status, f.body(e))
 }
 
 // failed answers a generation that ended before anything was written. A

@@ -42,7 +42,7 @@ func newMetrics(q *queue) *metrics {
 		Name: "latent_generated_tokens_total", Help: "Tokens generated.",
 	})
 	m.rejected = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "latent_queue_rejected_total", Help: "Requests refused with 429 because the queue was full.",
+		Name: "latent_queue_rejected_total", Help: "Requests refused because the queue was full (429; 503 on the Ollama API).",
 	})
 	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "latent_requests_in_flight", Help: "Generation requests waiting or running.",

@@ -292,9 +292,9 @@ func TestQueueFullAnswers429(t *testing.T) {
 		t.Errorf("429 with Retry-After %q and %+v", h.Get("Retry-After"), e)
 	}
 	var oe map[string]string
-	postJSON(t, ts.url+"/api/generate", `{"prompt":"x"}`, 429, &oe)
+	postJSON(t, ts.url+"/api/generate", `{"prompt":"x"}`, 503, &oe) // Ollama's status for a full queue
 	if !strings.Contains(oe["error"], "busy") {
-		t.Errorf("ollama 429: %v", oe)
+		t.Errorf("ollama 503: %v", oe)
 	}
 	cancel()
 	if code := <-waiting; code == 429 {

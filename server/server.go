@@ -4,7 +4,7 @@
 // Prometheus /metrics, and a chat page at /.
 //
 // The model runs one sequence at a time, so generations take turns through a
-// bounded first-come-first-served queue; a full queue answers 429. The cache
+// bounded first-come-first-served queue; a full queue answers 429 (503 on the Ollama API). The cache
 // keeps the last sequence, and a request whose prompt starts with it (the
 // next turn of a chat) only prefills the new part.
 package server
