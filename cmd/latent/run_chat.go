@@ -314,6 +314,10 @@ func (c *chatSession) set(args []string, line string) {
 	}
 	switch args[0] {
 	case "parameter":
+		if len(args) > 3 {
+			fmt.Fprintf(w, "/set parameter takes a NAME and a VALUE; %q is one word too many\n", args[3])
+			return
+		}
 		if len(args) != 3 {
 			fmt.Fprintln(w, "Parameters (/set parameter NAME VALUE):")
 			for _, p := range chatParameters {
@@ -444,6 +448,9 @@ func (c *chatSession) show(args []string) {
 			fmt.Fprintln(w, c.conv.System)
 		}
 	default:
+		if len(args) > 0 {
+			fmt.Fprintf(w, "Unknown /show command '%s'.\n", args[0])
+		}
 		fmt.Fprint(w, "Available /show commands:\n  /show parameters   The sampling parameters\n  /show system       The system message\n")
 	}
 }
