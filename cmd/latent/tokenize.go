@@ -112,11 +112,15 @@ func parseIDList(s string, vocab int) ([]int32, error) {
 	s = strings.TrimSpace(s)
 	var ids []int32
 	if strings.HasPrefix(s, "[") {
-		var raw []int64
+		var raw []*int64 // a null is not an id (it would read as 0)
 		if err := json.Unmarshal([]byte(s), &raw); err != nil {
 			return nil, fmt.Errorf("%s: the input is not a JSON array of token ids: %v", flag, err)
 		}
-		for _, v := range raw {
+		for i, p := range raw {
+			if p == nil {
+				return nil, fmt.Errorf("%s: element %d of the array is null, not a token id", flag, i)
+			}
+			v := *p
 			if v < 0 || v >= int64(vocab) {
 				return nil, fmt.Errorf("%s: token id %d is outside the vocabulary of %d tokens", flag, v, vocab)
 			}

@@ -94,6 +94,7 @@ func TestTokenizeErrors(t *testing.T) {
 		{[]string{"tokenize", model, "--detokenize", "--text", "1,x"}, `--detokenize: "x" is not a token id`},
 		{[]string{"tokenize", model, "--detokenize", "--text", "[1,2"}, "not a JSON array"},
 		{[]string{"tokenize", model, "--detokenize", "--text", "[1,-2]"}, "token id -2 is outside the vocabulary of 1024 tokens"},
+		{[]string{"tokenize", model, "--detokenize", "--text", "[5,null]"}, "element 1 of the array is null, not a token id"},
 		{[]string{"tokenize", model, "--detokenize", "--text", "1024"}, "token id 1024 is outside the vocabulary of 1024 tokens"},
 		{[]string{"tokenize", filepath.Join(dir, "missing.gguf"), "--text", "a"}, "missing.gguf"},
 		{[]string{"tokenize", notGGUF, "--text", "a"}, "text.gguf"},
