@@ -72,8 +72,8 @@ func rate(n int, d time.Duration) float64 {
 	return float64(n) / d.Seconds()
 }
 
-// Generate prefills req.Prompt in passes of PrefillChunk tokens, from an empty cache, then
-// samples and decodes one token at a time, passing each to emit as soon as
+// Generate prefills req.Prompt in passes of PrefillChunk tokens, from an
+// empty cache, then samples and decodes one token at a time, passing each to emit as soon as
 // it is known to be output, until an end-of-generation token, a stop
 // sequence, MaxTokens, a full context or the cancellation of ctx.
 //

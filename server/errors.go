@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // apiError is an error the client should see, with its HTTP status.
@@ -147,18 +146,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 const maxBody = 32 << 20
 
 // decodeBody reads a JSON request body into v, turning every way it can be
-// wrong into a 400 that names the field. Reading it takes at most
-// Config.BodyTimeout: a client that sends fewer bytes than it announced
-// would otherwise hold its connection forever. (http.Server's ReadTimeout
-// would also stop a long stream's answer: its deadline stays on the
-// connection, and the server cancels the request when a read hits it.)
-func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) == nil {
-		// an error here leaves the deadline, which only a later request on
-		// this connection could run into
-		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
-	}
+// wrong into a 400 that names the field. (Serve's ReadTimeout bounds the
+// reading.)
+func decodeBody(r *http.Request, v any) error {
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
 	if err != nil {
 		// closed, the body is not drained before the answer (which would
@@ -233,7 +223,7 @@ func goKind(t string) string {
 	switch {
 	case strings.HasPrefix(t, "[]"):
 		return "an array"
-	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "struct"), strings.HasPrefix(t, "*"), strings.Contains(t, "."):
+	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "struct"), strings.Contains(t, "."):
 		return "an object"
 	case t == "string":
 		return "a string"

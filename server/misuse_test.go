@@ -60,6 +60,8 @@ func TestBadInputs(t *testing.T) {
 		{"a tool not an object", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"tools":[1]}`, 400, "tools[0]", "tools[0] must be an object", ""},
 		{"a tool not a function", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}},{}]}`, 400, "tools[1]", `tools[1] type must be "function"`, ""},
 		{"top_logprobs without logprobs", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"top_logprobs":5}`, 400, "top_logprobs", "top_logprobs needs logprobs", ""},
+		{"top_logprobs 0 without logprobs", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"top_logprobs":0}`, 200, "", "", ""},
+		{"stream_options without stream, completion", "/v1/completions", `{"prompt":"hi","stream_options":{"include_usage":true}}`, 400, "stream_options", "only allowed with stream: true", ""},
 		{"stream_options without stream", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stream_options":{"include_usage":true}}`, 400, "stream_options", "only allowed with stream: true", ""},
 		{"presence penalty past 2", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"presence_penalty":3}`, 400, "presence_penalty", "presence_penalty 3 is outside [-2, 2]", ""},
 		{"frequency penalty a string", "/v1/completions", `{"prompt":"hi","frequency_penalty":"x"}`, 400, "frequency_penalty", "frequency_penalty must be a number", ""},
@@ -142,7 +144,9 @@ func TestBadInputs(t *testing.T) {
 		{"show without a model", "/api/show", `{}`, "model is required"},
 		{"presence_penalty a string", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"presence_penalty":"x"}}`, "options.presence_penalty: must be a number"},
 		{"negative temperature", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"temperature":-1}}`, "options.temperature -1 is not a number from 0 up"},
-		{"repeat_penalty past float32", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"repeat_penalty":1e300}}`, "options.repeat_penalty 1e+300 is not a number from 0 up"},
+		{"repeat_penalty past float32", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"repeat_penalty":1e300}}`, "options.repeat_penalty 1e+300 is too large"},
+		{"seed past float64", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"seed":1e400}}`, "options.seed: 1e400 is outside"},
+		{"top_k a fraction", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"top_k":2.5}}`, "options.top_k: must be an integer"},
 		{"seed past 64 bits", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"seed":9223372036854775808}}`, "options.seed: 9223372036854775808 is outside [-9223372036854775808, 9223372036854775807]"},
 		{"top_k past 32 bits", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"top_k":5e9}}`, "options.top_k: 5e9 is outside [-2147483648, 2147483647]"},
 		{"images", "/api/generate", `{"prompt":"x","images":["aGk="]}`, "images are not supported"},
@@ -558,37 +562,50 @@ func TestCORSPreflight(t *testing.T) {
 	}
 }
 
-// A body shorter than its Content-Length gets a 400 once BodyTimeout has
-// passed, instead of holding the connection for ever.
+// A body shorter than its Content-Length gets an answer once BodyTimeout
+// has passed, whichever handler has it (one that reads it, and one that
+// answers without reading it), instead of holding the connection for ever.
 func TestShortBodyTimesOut(t *testing.T) {
 	m := goldenModel(t, "tiny-glm-f32.gguf", 128)
 	ts := startServer(t, Config{Model: m, BodyTimeout: 200 * time.Millisecond})
-	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		path   string
+		status int
+		says   string
+	}{
+		{"/v1/chat/completions", 400, "reading the request body"},
+		{"/v1/nothing", 404, "no endpoint"},
+	} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"mes", tc.path); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer to a short body: %v", tc.path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !strings.Contains(string(body), tc.says) {
+			t.Errorf("%s with a short body: %d %s, want %d saying %q", tc.path, resp.StatusCode, body, tc.status, tc.says)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("%s: the answer took %v", tc.path, d)
+		}
 	}
-	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"mes"); err != nil {
-		t.Fatal(err)
-	}
+	// A stream that lasts longer than BodyTimeout is not cut.
+	slow := startServer(t, Config{Model: endlessNet(m, "and on", 5*time.Millisecond).on(m), BodyTimeout: 100 * time.Millisecond})
 	start := time.Now()
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("no answer to a short body: %v", err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 400 || !strings.Contains(string(body), "reading the request body") {
-		t.Errorf("short body: %d %s, want 400 about reading the body", resp.StatusCode, body)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("the answer took %v", d)
-	}
-	resp, body = post(t, ts.url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1}`) // and the server goes on
-	if resp.StatusCode != 200 {
-		t.Errorf("a request after the short body: %d %s", resp.StatusCode, body)
+	events := postSSE(t, slow.url+"/v1/chat/completions", `{"stream":true,"messages":[{"role":"user","content":"go on"}],"max_tokens":60}`)
+	if d := time.Since(start); d < 200*time.Millisecond || !strings.Contains(events[len(events)-1], `"finish_reason":"length"`) {
+		t.Errorf("a %v stream: %d events, the last %s", d, len(events), events[len(events)-1])
 	}
 }

@@ -88,20 +88,29 @@ func (o *ollamaOptions) UnmarshalJSON(b []byte) error {
 		if !ok || string(raw) == "null" {
 			return nil, nil
 		}
-		outside := &fieldError{"options." + key, fmt.Sprintf("%s is outside [%d, %d]", bytes.TrimSpace(raw), int64(-1)<<(bits-1), int64(1)<<(bits-1)-1)}
-		n, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, bits)
+		text := string(bytes.TrimSpace(raw))
+		outside := func() error {
+			return &fieldError{"options." + key, fmt.Sprintf("%.40s is outside [%d, %d]", text, int64(-1)<<(bits-1), int64(1)<<(bits-1)-1)}
+		}
+		n, err := strconv.ParseInt(text, 10, bits)
 		if err == nil {
 			return &n, nil
 		}
 		if errors.Is(err, strconv.ErrRange) {
-			return nil, outside
+			return nil, outside()
 		}
-		var v float64
-		if err := json.Unmarshal(raw, &v); err != nil || v != math.Trunc(v) {
+		var num json.Number // 5.0 or 5e3: a JSON number, read as a float
+		if json.Unmarshal(raw, &num) != nil {
 			return nil, &fieldError{"options." + key, "must be an integer"}
 		}
-		if limit := math.Ldexp(1, bits-1); v >= limit || v < -limit {
-			return nil, outside
+		v, err := strconv.ParseFloat(string(num), 64)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return nil, outside()
+		case err != nil || v != math.Trunc(v):
+			return nil, &fieldError{"options." + key, "must be an integer"}
+		case v >= math.Ldexp(1, bits-1) || v < -math.Ldexp(1, bits-1):
+			return nil, outside()
 		}
 		n = int64(v)
 		return &n, nil
@@ -225,7 +234,7 @@ func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	var req ollamaChatRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	if err := decodeBody(r, &req); err != nil {
 		ollamaErrors.write(w, err)
 		return
 	}
@@ -282,7 +291,7 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	var req ollamaGenerateRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	if err := decodeBody(r, &req); err != nil {
 		ollamaErrors.write(w, err)
 		return
 	}
@@ -399,7 +408,7 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 		Model string `json:"model"`
 		Name  string `json:"name"` // older clients
 	}
-	if err := s.decodeBody(w, r, &req); err != nil {
+	if err := decodeBody(r, &req); err != nil {
 		ollamaErrors.write(w, err)
 		return
 	}

@@ -177,7 +177,7 @@ func (rp reply) endStream(st *stream, last chatChoice, res *genResult, o *stream
 func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	var req chatCompletionRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	if err := decodeBody(r, &req); err != nil {
 		openAIErrors.write(w, err)
 		return
 	}
@@ -233,6 +233,9 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// errStreamOptions is OpenAI's answer to stream_options without a stream.
+var errStreamOptions = badRequest("stream_options", "stream_options is only allowed with stream: true")
+
 // chatRequest checks a chat completion request and renders its prompt.
 func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 	if err := checkN(req.N); err != nil {
@@ -241,11 +244,11 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 	if req.Logprobs != nil && *req.Logprobs {
 		return nil, badRequest("logprobs", "logprobs are not supported")
 	}
-	if req.TopLogprobs != nil { // OpenAI's rule: only with logprobs
+	if req.TopLogprobs != nil && *req.TopLogprobs != 0 { // OpenAI's rule: only with logprobs
 		return nil, badRequest("top_logprobs", "top_logprobs needs logprobs, which are not supported")
 	}
 	if req.StreamOptions != nil && !req.Stream {
-		return nil, badRequest("stream_options", "stream_options is only allowed with stream: true")
+		return nil, errStreamOptions
 	}
 	if f := req.ResponseFormat; f != nil && f.Type != "" && f.Type != "text" {
 		return nil, badRequest("response_format", fmt.Sprintf("response_format %q is not supported (only \"text\")", f.Type))
@@ -302,7 +305,7 @@ func checkN(n *int) error {
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	var req completionRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	if err := decodeBody(r, &req); err != nil {
 		openAIErrors.write(w, err)
 		return
 	}
@@ -351,6 +354,8 @@ func (s *Server) completionRequest(req *completionRequest) (*genRequest, error) 
 		return nil, badRequest("suffix", "suffix (fill in the middle) is not supported")
 	case req.Logprobs != nil:
 		return nil, badRequest("logprobs", "logprobs are not supported")
+	case req.StreamOptions != nil && !req.Stream:
+		return nil, errStreamOptions
 	}
 	// A completion has no place for reasoning: it stays in the text.
 	gen := &genRequest{rawReasoning: true}

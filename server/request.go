@@ -78,9 +78,19 @@ type sampling struct {
 // the temperature unbounded.
 func (s sampling) options(prefix string, maxTemperature float64) (engine.SamplerOptions, error) {
 	o := engine.DefaultSamplerOptions()
-	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) && math.Abs(x) <= math.MaxFloat32 }
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 	bad := func(field, format string, args ...any) error {
 		return badRequest(prefix+field, prefix+field+" "+fmt.Sprintf(format, args...))
+	}
+	// the sampler works in float32
+	for _, f := range []struct {
+		field string
+		v     *float64
+	}{{"temperature", s.Temperature}, {"top_p", s.TopP}, {"min_p", s.MinP}, {"repeat_penalty", s.RepeatPenalty},
+		{"presence_penalty", s.PresencePenalty}, {"frequency_penalty", s.FrequencyPenalty}} {
+		if f.v != nil && math.Abs(*f.v) > math.MaxFloat32 {
+			return o, bad(f.field, "%v is too large", *f.v)
+		}
 	}
 	if t := s.Temperature; t != nil {
 		switch {

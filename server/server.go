@@ -208,9 +208,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return s.base },
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// A body shorter than its Content-Length would otherwise hold its
+		// connection for ever; the server clears the deadline once a body
+		// is read, so it does not cut a long answer's stream.
+		ReadTimeout: s.cfg.BodyTimeout,
+		IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return s.base },
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -27,16 +27,22 @@ func (m *Model) WriteFile(ctx context.Context, path string) (n int64, err error)
 	// A symbolic link's target is the file replaced; a device, pipe or
 	// socket is refused (renaming over /dev/null would replace it).
 	mode := fs.FileMode(0o644)
-	if real, err := filepath.EvalSymlinks(path); err == nil {
+	if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		real, err := filepath.EvalSymlinks(path)
+		if err != nil { // dangling or a loop: writing would replace the link itself
+			return 0, fmt.Errorf("%s is a symbolic link that leads to no file: %w", path, err)
+		}
 		path = real
 	}
-	if fi, err := os.Stat(path); err == nil {
-		switch {
-		case fi.IsDir():
-			return 0, fmt.Errorf("%s is a directory", path)
-		case !fi.Mode().IsRegular():
-			return 0, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
-		}
+	switch fi, err := os.Stat(path); {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return 0, err
+	case fi.IsDir():
+		return 0, fmt.Errorf("%s is a directory", path)
+	case !fi.Mode().IsRegular():
+		return 0, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	default:
 		mode = fi.Mode().Perm() // an existing file keeps its permissions
 	}
 	dir, base := filepath.Split(path)

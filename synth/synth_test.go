@@ -444,6 +444,17 @@ func TestAtomicWrite(t *testing.T) {
 	} else if fi, err := os.Stat(target); err != nil || fi.Size() != n || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the link's target: %v, %v (want %d bytes, mode 0600)", fi, err, n)
 	}
+	// A link that leads nowhere is refused and stays a link.
+	dangling := filepath.Join(dir, "dangling.gguf")
+	if err := os.Symlink("nowhere/m.gguf", dangling); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := WriteFile(context.Background(), dangling, opts); err == nil || !strings.Contains(err.Error(), "is a symbolic link that leads to no file") {
+		t.Errorf("dangling link as output: %v", err)
+	}
+	if fi, err := os.Lstat(dangling); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the dangling link after a refused write: %v, %v", fi, err)
+	}
 }
 
 var errDiskFull = errors.New("disk full")

@@ -277,3 +277,12 @@ func printRunStats(w io.Writer, r *engine.Result, load time.Duration, seed uint6
 	printLoadTime(w, load)
 	printTurnStats(w, r, seed)
 }
+
+// resolveModel turns a command's MODEL argument into a file: a .gguf path as
+// it is, or a model reference (hf.co/OWNER/REPO[:QUANT], a short name) from
+// the store, pulled on first use as latent run does, with progress on stderr.
+func resolveModel(cmd *cobra.Command, ref string) (string, error) {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+	defer stop()
+	return hub.Resolve(ctx, ref, hub.Options{Progress: cmd.ErrOrStderr()})
+}

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -192,13 +190,4 @@ func humanCount(n int64) string {
 		return fmt.Sprintf("%.1f K", float64(n)/1e3)
 	}
 	return fmt.Sprint(n)
-}
-
-// resolveModel turns a command's MODEL argument into a file: a .gguf path as
-// it is, or a model reference (hf.co/OWNER/REPO[:QUANT], a short name) from
-// the store, pulled on first use as latent run does, with progress on stderr.
-func resolveModel(cmd *cobra.Command, ref string) (string, error) {
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
-	defer stop()
-	return hub.Resolve(ctx, ref, hub.Options{Progress: cmd.ErrOrStderr()})
 }

@@ -240,9 +240,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("layer_norm_rms_epsilon %g must be a positive number", c.RMSEps)
 	case !positive(c.RopeBase):
 		return fmt.Errorf("rope.freq_base %g must be a positive number", c.RopeBase)
-	case math.IsNaN(c.Scaling.Factor) || math.IsInf(c.Scaling.Factor, 0) || (c.Scaling.Type == "yarn" && c.Scaling.Factor <= 0):
-		return fmt.Errorf("rope.scaling.factor %g must be a positive number", c.Scaling.Factor)
-	case c.Scaling.Type == "yarn" && c.Scaling.OrigContext <= 0:
+	case math.IsNaN(c.Scaling.Factor) || math.IsInf(c.Scaling.Factor, 0):
+		return fmt.Errorf("rope.scaling.factor %g must be a finite number", c.Scaling.Factor)
+	case c.yarn() && c.Scaling.OrigContext <= 0: // a factor of 1 or less turns YaRN off, as in llama.cpp
 		return fmt.Errorf("rope.scaling.original_context_length %d must be positive", c.Scaling.OrigContext)
 	case math.IsNaN(c.Scaling.YarnLogMul) || math.IsInf(c.Scaling.YarnLogMul, 0):
 		return fmt.Errorf("rope.scaling.yarn_log_multiplier %g must be a finite number", c.Scaling.YarnLogMul)

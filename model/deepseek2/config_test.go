@@ -140,7 +140,7 @@ func TestConfigErrors(t *testing.T) {
 		{"zero context", set(base(), "deepseek2.context_length", gguf.Uint32(0)), "context_length 0 must be positive"},
 		{"NaN epsilon", set(base(), "deepseek2.attention.layer_norm_rms_epsilon", gguf.Float32(float32(math.NaN()))), "layer_norm_rms_epsilon NaN must be a positive number"},
 		{"negative rope base", set(base(), "deepseek2.rope.freq_base", gguf.Float32(-1)), "rope.freq_base -1 must be a positive number"},
-		{"infinite yarn factor", set(set(base(), "deepseek2.rope.scaling.type", gguf.String("yarn")), "deepseek2.rope.scaling.factor", gguf.Float32(float32(math.Inf(1)))), "rope.scaling.factor +Inf must be a positive number"},
+		{"infinite yarn factor", set(set(base(), "deepseek2.rope.scaling.type", gguf.String("yarn")), "deepseek2.rope.scaling.factor", gguf.Float32(float32(math.Inf(1)))), "rope.scaling.factor +Inf must be a finite number"},
 		{"NaN yarn multiplier", set(base(), "deepseek2.rope.scaling.yarn_log_multiplier", gguf.Float32(float32(math.NaN()))), "yarn_log_multiplier NaN must be a finite number"},
 		{"infinite expert scale", set(set(set(set(base(), "deepseek2.expert_count", gguf.Uint32(4)), "deepseek2.expert_used_count", gguf.Uint32(2)), "deepseek2.expert_feed_forward_length", gguf.Uint32(64)), "deepseek2.expert_weights_scale", gguf.Float32(float32(math.Inf(1)))), "expert_weights_scale +Inf must be a positive number"},
 	}
