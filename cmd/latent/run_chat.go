@@ -137,7 +137,7 @@ func (c *chatSession) interactive(ctx context.Context, in lineReader, sigs <-cha
 	c.chatting = true
 	interrupted := false // the last input was Ctrl-C at an empty prompt
 	for {
-		text, err := readMessage(in)
+		text, typed, err := readMessage(in)
 		switch {
 		case errors.Is(err, errInterrupt) && text != "":
 			interrupted = false // it cleared what was typed
@@ -159,7 +159,7 @@ func (c *chatSession) interactive(ctx context.Context, in lineReader, sigs <-cha
 		switch {
 		case text == "":
 			continue
-		case strings.HasPrefix(text, "/"):
+		case typed && strings.HasPrefix(text, "/"): // a paste or a """ block is a message, whatever its first word
 			if bye := c.command(text); bye {
 				return nil
 			}
@@ -205,8 +205,9 @@ func drain(sigs <-chan os.Signal) {
 }
 
 // readMessage reads one message: a line, the lines of a paste, or the
-// lines between two """ (as in ollama).
-func readMessage(in lineReader) (string, error) {
+// lines between two """ (as in ollama). typed reports a single line typed
+// at the prompt, the only input that can be a /command.
+func readMessage(in lineReader) (text string, typed bool, err error) {
 	const fence = `"""`
 	var lines []string
 	prompt := ">>> "
@@ -215,10 +216,10 @@ func readMessage(in lineReader) (string, error) {
 		line, pasted, err := in.ReadLine(prompt)
 		if errors.Is(err, errInterrupt) {
 			// Ctrl-C drops the whole message being typed.
-			return strings.Join(append(lines, line), "\n"), err
+			return strings.Join(append(lines, line), "\n"), false, err
 		}
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		switch {
 		case pasted:
@@ -228,7 +229,7 @@ func readMessage(in lineReader) (string, error) {
 		case !inFence && len(lines) == 0 && strings.HasPrefix(line, fence):
 			line = strings.TrimPrefix(line, fence)
 			if strings.HasSuffix(line, fence) && len(line) >= len(fence) {
-				return strings.TrimSuffix(line, fence), nil
+				return strings.TrimSuffix(line, fence), false, nil
 			}
 			inFence, prompt = true, "... "
 			if line != "" {
@@ -236,12 +237,12 @@ func readMessage(in lineReader) (string, error) {
 			}
 			continue
 		case inFence && strings.HasSuffix(line, fence):
-			return strings.Join(append(lines, strings.TrimSuffix(line, fence)), "\n"), nil
+			return strings.Join(append(lines, strings.TrimSuffix(line, fence)), "\n"), false, nil
 		case inFence:
 			lines = append(lines, line)
 			continue
 		}
-		return strings.Join(append(lines, line), "\n"), nil
+		return strings.Join(append(lines, line), "\n"), len(lines) == 0, nil
 	}
 }
 

@@ -318,23 +318,25 @@ func TestReadMessage(t *testing.T) {
 		name    string
 		script  []scriptLine
 		want    string
+		typed   bool // a single typed line: the only input that can be a /command
 		err     error
 		prompts []string
 	}{
-		{"a line", lines("hello"), "hello", nil, []string{">>> "}},
-		{"fenced", lines(`"""first`, "second", `third"""`), "first\nsecond\nthird", nil, []string{">>> ", "... ", "... "}},
-		{"fence alone", lines(`"""`, "a", "", `"""`), "a\n\n", nil, []string{">>> ", "... ", "... ", "... "}},
-		{"fenced on one line", lines(`"""one line"""`), "one line", nil, []string{">>> "}},
-		{"pasted", []scriptLine{{text: "p1", pasted: true}, {text: "p2", pasted: true}, {text: "typed"}}, "p1\np2\ntyped", nil, []string{">>> ", "... ", "... "}},
-		{"Ctrl-C in a fence", []scriptLine{{text: `"""a`}, {text: "b", err: errInterrupt}}, "a\nb", errInterrupt, nil},
-		{"end of input", nil, "", io.EOF, nil},
+		{"a line", lines("hello"), "hello", true, nil, []string{">>> "}},
+		{"fenced", lines(`"""first`, "second", `third"""`), "first\nsecond\nthird", false, nil, []string{">>> ", "... ", "... "}},
+		{"fence alone", lines(`"""`, "a", "", `"""`), "a\n\n", false, nil, []string{">>> ", "... ", "... ", "... "}},
+		{"fenced on one line", lines(`"""one line"""`), "one line", false, nil, []string{">>> "}},
+		{"pasted", []scriptLine{{text: "p1", pasted: true}, {text: "p2", pasted: true}, {text: "typed"}}, "p1\np2\ntyped", false, nil, []string{">>> ", "... ", "... "}},
+		{"a pasted /command is a message", []scriptLine{{text: "/bye is how to leave", pasted: true}, {text: "and here?"}}, "/bye is how to leave\nand here?", false, nil, nil},
+		{"Ctrl-C in a fence", []scriptLine{{text: `"""a`}, {text: "b", err: errInterrupt}}, "a\nb", false, errInterrupt, nil},
+		{"end of input", nil, "", false, io.EOF, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &scriptReader{lines: tc.script}
-			got, err := readMessage(r)
-			if got != tc.want || err != tc.err {
-				t.Errorf("read %q, %v; want %q, %v", got, err, tc.want, tc.err)
+			got, typed, err := readMessage(r)
+			if got != tc.want || typed != tc.typed || err != tc.err {
+				t.Errorf("read %q (typed %v), %v; want %q (%v), %v", got, typed, err, tc.want, tc.typed, tc.err)
 			}
 			if tc.prompts != nil && !slices.Equal(r.prompts, tc.prompts) {
 				t.Errorf("prompts %q, want %q", r.prompts, tc.prompts)
