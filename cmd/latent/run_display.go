@@ -106,8 +106,16 @@ func (p *replyPrinter) endReasoning(sep string) error {
 	return nil
 }
 
+// stoppedThinking replaces "thinking..." when the reply ends before its
+// answer, so that hidden reasoning does not look like an empty answer.
+const stoppedThinking = "(stopped while thinking)"
+
 // end finishes the reply: reasoning cut short is closed, and the line ends.
 func (p *replyPrinter) end() error {
+	if p.state == printHidden && p.color {
+		p.state = printAnswer
+		return p.write(eraseLine + ansiDim + stoppedThinking + ansiReset + "\n")
+	}
 	if p.state != printAnswer {
 		if err := p.endReasoning("\n"); err != nil {
 			return err

@@ -26,7 +26,7 @@ func TestReplyPrinter(t *testing.T) {
 		{"reasoning hidden on a terminal", true, true, think, "\x1b[2mthinking...\x1b[0m\r\x1b[KHi there.\n"},
 		{"reasoning cut short", false, false, think[:2], "<think>\nLet me think.\n</think>\n"},
 		{"reasoning cut short, dimmed", true, false, think[:2], "\x1b[2mLet me think.\x1b[0m\n"},
-		{"reasoning cut short, hidden", true, true, think[:2], "\x1b[2mthinking...\x1b[0m\r\x1b[K"},
+		{"reasoning cut short, hidden", true, true, think[:2], "\x1b[2mthinking...\x1b[0m\r\x1b[K\x1b[2m(stopped while thinking)\x1b[0m\n"},
 		{"reasoning and answer in one piece", false, false, []piece{{"Hm.", "Yes."}}, "<think>\nHm.\n</think>\n\nYes.\n"},
 		// A terminal gets no control characters from the model; a pipe gets its bytes.
 		{"control characters on a terminal", true, false, []piece{{"a\x1b[2J\r", "\tb\x0b\n\u0085é"}}, "\x1b[2ma\uFFFD[2J\uFFFD\x1b[0m\n\n\tb\uFFFD\n\uFFFDé\n"},
