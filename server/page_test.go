@@ -134,6 +134,22 @@ func TestChatPage(t *testing.T) {
 	if !waitFor(2*time.Second, func() bool { return !ts.queue.busy() }) {
 		t.Error("the server went on generating after the stop button")
 	}
+
+	// "New chat" while an answer streams: that answer stays out of the new
+	// conversation (the page's history is empty, not one stray answer).
+	err = chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS("#input"), "And more"),
+		chromedp.Click(chromedp.CSS("#send")),
+		poll(`document.querySelectorAll(".msg.assistant").length === 3 && document.querySelectorAll(".msg.assistant")[2].querySelector(".content").textContent.length > 20`),
+		chromedp.Click(chromedp.CSS("#new")),
+		poll(`document.body.dataset.state === "idle"`),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := eval[int](t, ctx, `history.length`); n != 0 {
+		t.Errorf("after New chat during an answer, the conversation holds %d messages", n)
+	}
 }
 
 // checkScreenshot saves the screenshot and fails if it is blank: one colour,
@@ -187,7 +203,11 @@ func TestMarkdownRenderer(t *testing.T) {
 		{"```js\nlet a = 1;\n```\nafter", `<pre><code class="language-js">let a = 1;</code></pre><p>after</p>`},
 		{"[site](https://example.com/a?b=1&c=2)", `<p><a href="https://example.com/a?b=1&amp;c=2" target="_blank" rel="noopener noreferrer">site</a></p>`},
 		{"[bad](javascript:alert(1))", "<p>[bad](javascript:alert(1))</p>"},
-		{`[x](https://e.com/"onmouseover="alert(1))`, `<p><a href="https://e.com/&quot;onmouseover=&quot;alert(1" target="_blank" rel="noopener noreferrer">x</a>)</p>`},
+		{`[x](https://e.com/"onmouseover="alert(1))`, `<p><a href="https://e.com/&quot;onmouseover=&quot;alert(1)" target="_blank" rel="noopener noreferrer">x</a></p>`},
+		{"[l](https://a.com/x__init__.py) _after_", `<p><a href="https://a.com/x__init__.py" target="_blank" rel="noopener noreferrer">l</a> <em>after</em></p>`},
+		{"[w](https://en.wikipedia.org/wiki/Go_(language))", `<p><a href="https://en.wikipedia.org/wiki/Go_(language)" target="_blank" rel="noopener noreferrer">w</a></p>`},
+		{"1. **First**\n\n   Details\n\n2. **Second**", "<ol><li><strong>First</strong> Details</li><li><strong>Second</strong></li></ol>"},
+		{"3. three\n4. four", `<ol start="3"><li>three</li><li>four</li></ol>`},
 		{"> quoted\n> more", "<blockquote><p>quoted<br>more</p></blockquote>"},
 		{"line one\nline two", "<p>line one<br>line two</p>"},
 		{"snake_case_name and 2*3*4", "<p>snake_case_name and 2*3*4</p>"},

@@ -81,29 +81,35 @@ async function* readEvents(res) {
 }
 
 async function ask(text) {
-  history.push({ role: "user", content: text });
+  const convo = history; // "New chat" replaces history: this answer must not land in the new one
+  convo.push({ role: "user", content: text });
   addMessage("user", text);
   const div = addMessage("assistant", "");
   div.classList.add("streaming");
   const details = div.querySelector(".reasoning"), thoughts = div.querySelector(".thoughts");
   const content = div.querySelector(".content"), meta = div.querySelector(".meta");
-  let answer = "", reasoning = "", pending = false, finish = "", timing = null, failed = false;
+  let answer = "", reasoning = "", pending = false, finish = "", timing = null, failed = false, ended = false;
 
   const draw = () => {
     pending = false;
-    content.innerHTML = renderMarkdown(answer);
+    const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40; // follow the answer unless the reader scrolled up
+    try {
+      content.innerHTML = renderMarkdown(answer);
+    } catch (e) { // the page must not stay busy over a rendering failure: show the text as it is
+      content.textContent = answer;
+    }
     if (reasoning) {
       details.hidden = false;
       thoughts.textContent = reasoning;
     }
-    log.scrollTop = log.scrollHeight;
+    if (atBottom) log.scrollTop = log.scrollHeight;
   };
   const schedule = () => { if (!pending) { pending = true; requestAnimationFrame(draw); } };
 
   const messages = [];
   const system = $("system").value.trim();
   if (system) messages.push({ role: "system", content: system });
-  messages.push(...history);
+  messages.push(...convo);
   const body = { model: modelName, messages: messages, stream: true, stream_options: { include_usage: true } };
   const temperature = $("temperature").value, maxTokens = $("max-tokens").value;
   if (temperature !== "") body.temperature = Number(temperature);
@@ -119,7 +125,7 @@ async function ask(text) {
       throw new Error((err.error && err.error.message) || res.status + " " + res.statusText);
     }
     for await (const data of readEvents(res)) {
-      if (data === "[DONE]") break;
+      if (data === "[DONE]") { ended = true; break; }
       const chunk = JSON.parse(data);
       if (chunk.error) throw new Error(chunk.error.message);
       const choice = chunk.choices && chunk.choices[0];
@@ -131,6 +137,7 @@ async function ask(text) {
       }
       if (chunk.timings) timing = chunk.timings;
     }
+    if (!ended) throw new Error("the connection closed before the answer finished");
   } catch (e) {
     if (e.name === "AbortError") {
       finish = "stopped";
@@ -152,8 +159,12 @@ async function ask(text) {
     }
     meta.textContent = line;
     div.dataset.done = "true";
-    if (failed) history.pop(); // the question goes unanswered: ask again
-    else history.push({ role: "assistant", content: answer });
+    if (failed || (finish === "stopped" && !answer)) {
+      convo.pop(); // the question goes unanswered: it comes back to the input, to ask again
+      if (convo === history && !input.value) input.value = text;
+    } else {
+      convo.push({ role: "assistant", content: answer });
+    }
     setBusy(false);
     input.focus();
   }

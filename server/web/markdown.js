@@ -25,10 +25,22 @@ function renderInline(text) {
   return out;
 }
 
-// formatText adds emphasis and links to already escaped text.
+// formatText adds links and emphasis to already escaped text. Links are set
+// aside while the emphasis is added, so that a URL's underscores and the
+// anchor's own attributes stay as they are; a URL may hold one level of
+// balanced parentheses (Wikipedia's).
 function formatText(s) {
+  const links = [];
+  s = s.replace(/\[([^\]\n]+)\]\((https?:\/\/(?:[^\s()]|\([^\s()]*\))+)\)/g, (m, label, url) => {
+    links.push('<a href="' + url + '" target="_blank" rel="noopener noreferrer">' + emphasize(label) + "</a>");
+    return "\u0000" + (links.length - 1) + "\u0000";
+  });
+  return emphasize(s).replace(/\u0000(\d+)\u0000/g, (m, i) => links[i] ?? m);
+}
+
+// emphasize adds bold and italics to already escaped text.
+function emphasize(s) {
   return s
-    .replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s)]+)\)/g, '<a href="$2" target="_blank" rel="noopener noreferrer">$1</a>')
     .replace(/\*\*(?=\S)([\s\S]*?\S)\*\*/g, "<strong>$1</strong>")
     .replace(/__(?=\S)([\s\S]*?\S)__/g, "<strong>$1</strong>")
     .replace(/(^|[^*\w])\*(?=\S)([^*\n]*?\S)\*(?!\w)/g, "$1<em>$2</em>")
@@ -47,9 +59,11 @@ function renderMarkdown(src) {
     para = [];
   };
   const flushList = () => {
-    if (list) html += "<" + list.tag + ">" + list.items.map((it) => "<li>" + renderInline(it) + "</li>").join("") + "</" + list.tag + ">";
+    const start = list && list.start !== 1 ? ' start="' + list.start + '"' : "";
+    if (list) html += "<" + list.tag + start + ">" + list.items.map((it) => "<li>" + renderInline(it) + "</li>").join("") + "</" + list.tag + ">";
     list = null;
   };
+  const itemRe = /^\s*(?:([-*+])|(\d+)[.)])\s+(.*)$/;
   const flushQuote = () => {
     if (quote.length) html += "<blockquote>" + renderMarkdown(quote.join("\n")) + "</blockquote>";
     quote = [];
@@ -87,16 +101,22 @@ function renderMarkdown(src) {
       html += "<hr>";
       continue;
     }
-    const item = line.match(/^\s*(?:([-*+])|(\d+)[.)])\s+(.*)$/);
+    const item = line.match(itemRe);
     if (item) {
       flushPara();
       const tag = item[1] ? "ul" : "ol";
       if (list && list.tag !== tag) flushList();
-      if (!list) list = { tag: tag, items: [] };
+      if (!list) list = { tag: tag, items: [], start: item[2] ? Number(item[2]) : 1 };
       list.items.push(item[3]);
       continue;
     }
     if (line.trim() === "") {
+      if (list) { // a loose list goes on after its blank lines: one list, numbered on
+        let j = i + 1;
+        while (j < lines.length && lines[j].trim() === "") j++;
+        const next = j < lines.length ? lines[j] : "", m = next.match(itemRe);
+        if ((m && (m[1] ? "ul" : "ol") === list.tag) || /^\s+\S/.test(next)) continue;
+      }
       flushAll();
       continue;
     }
