@@ -88,3 +88,20 @@ func TestHistory(t *testing.T) {
 		t.Errorf("history holds %d lines, newest %d bytes", h.Len(), len(h.At(0)))
 	}
 }
+
+// Keys x/term does not know reach it as the ones it does, or not at all.
+func TestTerminalKeys(t *testing.T) {
+	for in, want := range map[string]string{
+		"ab\x1b[1~c\x1b[4~":    "ab\x1b[Hc\x1b[F",      // Home, End (tmux, screen)
+		"\x1bOH\x1bOF\x1bOA":   "\x1b[H\x1b[F\x1b[A",   // application mode
+		"x\x1b[1;5Dy\x1b[1;5C": "x\x1b[1;3Dy\x1b[1;3C", // Ctrl-Left/Right: word moves
+		"hello\x1bOP\x1bOS":    "hello",                // F1, F4
+		"\x1b[A\x1b[3~":        "\x1b[A\x1b[3~",        // known ones pass
+	} {
+		k := &ctrlCKeys{r: strings.NewReader(in)}
+		got, err := io.ReadAll(k)
+		if err != nil || string(got) != want {
+			t.Errorf("%q read as %q, %v; want %q", in, got, err, want)
+		}
+	}
+}

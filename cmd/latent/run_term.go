@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"golang.org/x/term"
 )
@@ -85,7 +86,8 @@ func (r *termReader) ReadLine(prompt string) (string, bool, error) {
 }
 
 // ctrlCKeys reads the terminal's keys, replacing each Ctrl-C with ctrlC
-// and Enter.
+// and Enter, and the key sequences x/term does not know with the ones it
+// does (keyMap).
 type ctrlCKeys struct {
 	r           io.Reader
 	pending     []byte
@@ -100,12 +102,25 @@ func (k *ctrlCKeys) Read(p []byte) (int, error) {
 		if n == 0 {
 			return 0, err
 		}
-		k.pending = bytes.ReplaceAll(buf[:n], []byte{3}, []byte(string(ctrlC)+"\r"))
+		k.pending = bytes.ReplaceAll([]byte(keyMap.Replace(string(buf[:n]))), []byte{3}, []byte(string(ctrlC)+"\r"))
 	}
 	n := copy(p, k.pending)
 	k.pending = k.pending[n:]
 	return n, nil
 }
+
+// keyMap maps sequences that terminals send and x/term does not read: Home and
+// End as tmux, screen and the Linux console send them, the cursor keys in
+// application mode, and Ctrl-Left/Right (word moves, as Alt-Left/Right);
+// F1-F4 are dropped (x/term would type their last letter). A key's sequence
+// arrives in one read, so a read is mapped as a whole.
+var keyMap = strings.NewReplacer(
+	"\x1b[1~", "\x1b[H", "\x1b[7~", "\x1b[H", "\x1bOH", "\x1b[H",
+	"\x1b[4~", "\x1b[F", "\x1b[8~", "\x1b[F", "\x1bOF", "\x1b[F",
+	"\x1bOA", "\x1b[A", "\x1bOB", "\x1b[B", "\x1bOC", "\x1b[C", "\x1bOD", "\x1b[D",
+	"\x1b[1;5C", "\x1b[1;3C", "\x1b[1;5D", "\x1b[1;3D",
+	"\x1bOP", "", "\x1bOQ", "", "\x1bOR", "", "\x1bOS", "",
+)
 
 // history keeps the lines entered, for the up and down keys; empty lines and
 // repeats of the last one are left out.
