@@ -176,7 +176,12 @@ func (c *chatSession) interactive(ctx context.Context, in lineReader, sigs <-cha
 			case <-done:
 			}
 		}()
+		restore := func() {}
+		if q, ok := in.(interface{ Quiet() func() }); ok { // keys typed during the answer stay out of it
+			restore = q.Quiet()
+		}
 		err = c.turn(turnCtx, text)
+		restore()
 		close(done)
 		cancel()
 		var te *errTurn

@@ -61,6 +61,9 @@ func newTermReader(in *os.File, out io.Writer) *termReader {
 	return r
 }
 
+// Quiet turns the terminal's echo off until restore (noEcho).
+func (r *termReader) Quiet() (restore func()) { return noEcho(int(r.in.Fd())) }
+
 func (r *termReader) ReadLine(prompt string) (string, bool, error) {
 	fd := int(r.in.Fd())
 	state, err := term.MakeRaw(fd)
