@@ -2,6 +2,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -14,10 +15,27 @@ var version = "dev"
 
 func main() {
 	root := newRootCmd()
-	if err := root.Execute(); err != nil {
+	err := root.Execute()
+	if err != nil && !errors.Is(err, errInterrupted) {
 		fmt.Fprintf(os.Stderr, "latent: %v\n", err)
-		os.Exit(1)
 	}
+	os.Exit(exitCode(err))
+}
+
+// errInterrupted ends a command that Ctrl-C cut short after it printed what
+// it had: no message, and the exit code of a process SIGINT ended (130, as
+// llama.cpp's), so that scripts can tell it from a finished answer.
+var errInterrupted = errors.New("interrupted")
+
+// exitCode is the process's exit code for a command's error.
+func exitCode(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errInterrupted):
+		return 130
+	}
+	return 1
 }
 
 func newRootCmd() *cobra.Command {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -111,9 +112,8 @@ type runOptions struct {
 }
 
 // runTokens generates after a prompt of token ids, printing the ids.
-func runTokens(cmd *cobra.Command, ref string, o *runOptions) error {
+func runTokens(cmd *cobra.Command, ref string, o *runOptions) (err error) {
 	req := engine.Request{MaxTokens: o.n, Sampler: *o.sampler}
-	var err error
 	if req.Prompt, err = parseTokens("--prompt-tokens", o.promptTokens, true); err != nil {
 		return err
 	}
@@ -155,6 +155,11 @@ func runTokens(cmd *cobra.Command, ref string, o *runOptions) error {
 	if _, err := fmt.Fprintln(out); err != nil {
 		return err
 	}
+	defer func() {
+		if err == nil {
+			err = interrupted(cmd, ctx)
+		}
+	}()
 
 	errOut := cmd.ErrOrStderr()
 	if res.StopReason == engine.StopContext {
@@ -228,7 +233,10 @@ func runText(cmd *cobra.Command, ref string, args []string, o *runOptions) error
 	if !interactive {
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 		defer stop()
-		return c.turn(ctx, prompt)
+		if err := c.turn(ctx, prompt); err != nil {
+			return err
+		}
+		return interrupted(cmd, ctx)
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt)
@@ -285,4 +293,13 @@ func resolveModel(cmd *cobra.Command, ref string) (string, error) {
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 	defer stop()
 	return hub.Resolve(ctx, ref, hub.Options{Progress: cmd.ErrOrStderr()})
+}
+
+// interrupted is errInterrupted when Ctrl-C (ctx, which SIGINT cancels)
+// ended the command's answer, not the command's own context.
+func interrupted(cmd *cobra.Command, ctx context.Context) error {
+	if ctx.Err() != nil && cmd.Context().Err() == nil {
+		return errInterrupted
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -265,8 +266,8 @@ func TestRunInterrupt(t *testing.T) {
 	args := []string{goldenModel("tiny-youtu-q4_0"), "--prompt-tokens", prompt, "--temperature", "0", "-n", "200", "-v"}
 
 	out, errOut, err := runRun(t, context.Background(), &interruptOnWrite{t: t}, args...)
-	if err != nil {
-		t.Fatalf("interrupted run failed: %v", err)
+	if !errors.Is(err, errInterrupted) || exitCode(err) != 130 {
+		t.Fatalf("interrupted run: %v (exit code %d), want errInterrupted and 130, as a process SIGINT ends", err, exitCode(err))
 	}
 	got := runIDs(t, out)
 	if len(got) == 0 || len(got) > 3 || !slices.Equal(got, want[:len(got)]) {
@@ -276,7 +277,7 @@ func TestRunInterrupt(t *testing.T) {
 		t.Errorf("stderr lacks stop: cancelled:\n%s", errOut)
 	}
 
-	// A context cancelled before the start: nothing generated, no error.
+	// A context cancelled before the start (not Ctrl-C): nothing generated, no error.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	out, _, err = runRun(t, ctx, nil, args...)
