@@ -74,6 +74,22 @@ func (r *termReader) ReadLine(prompt string) (string, bool, error) {
 	if w, h, err := term.GetSize(r.size); err == nil {
 		r.t.SetSize(w, h)
 	}
+	// A resize while the line is edited reflows it (x/term redraws).
+	resized, stopResizes := resizes()
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-resized:
+				if w, h, err := term.GetSize(r.size); err == nil {
+					r.t.SetSize(w, h)
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	defer func() { stopResizes(); close(done) }()
 	r.t.SetPrompt(prompt)
 	r.t.SetBracketedPasteMode(true)
 	defer r.t.SetBracketedPasteMode(false)

@@ -2,7 +2,12 @@
 
 package main
 
-import "golang.org/x/sys/unix"
+import (
+	"os"
+	"os/signal"
+
+	"golang.org/x/sys/unix"
+)
 
 // noEcho turns the terminal's echo off while an answer streams, so that keys
 // typed meanwhile do not land in the answer; they wait, unechoed, for the
@@ -18,4 +23,11 @@ func noEcho(fd int) (restore func()) {
 		return func() {}
 	}
 	return func() { _ = unix.IoctlSetTermios(fd, setTermios, t) } // the terminal as it was; nothing to do if that fails
+}
+
+// resizes delivers the terminal's size changes (SIGWINCH) until stop.
+func resizes() (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, unix.SIGWINCH)
+	return ch, func() { signal.Stop(ch) }
 }
