@@ -342,9 +342,9 @@ func (c *chatSession) set(args []string, line string) {
 		c.conv.System = text
 		c.clear()
 		if text == "" {
-			fmt.Fprintln(w, "Removed the system message.")
+			fmt.Fprintln(w, "Removed the system message; the conversation starts over.")
 		} else {
-			fmt.Fprintln(w, "Set the system message.")
+			fmt.Fprintln(w, "Set the system message; the conversation starts over.")
 		}
 	case "think", "nothink":
 		if c.conv.Extra == nil {
