@@ -104,7 +104,16 @@ async function ask(text) {
     }
     if (atBottom) log.scrollTop = log.scrollHeight;
   };
-  const schedule = () => { if (!pending) { pending = true; requestAnimationFrame(draw); } };
+  // Each draw renders the whole answer again: a long one is drawn less often
+  // (up to twice a second at 1 MB), or its streaming would cost the square of its length.
+  let lastDraw = 0;
+  const schedule = () => {
+    if (pending) return;
+    pending = true;
+    const wait = Math.min(500, answer.length / 2000) - (performance.now() - lastDraw);
+    const frame = () => requestAnimationFrame(() => { lastDraw = performance.now(); draw(); });
+    if (wait > 0) setTimeout(frame, wait); else frame();
+  };
 
   const messages = [];
   const system = $("system").value.trim();
@@ -172,8 +181,8 @@ async function ask(text) {
 
 $("form").addEventListener("submit", (e) => {
   e.preventDefault();
-  const text = input.value.trim();
-  if (!text || controller) return;
+  const text = input.value.replace(/^\s*\n/, "").trimEnd(); // a pasted block keeps its indentation
+  if (!text.trim() || controller) return;
   input.value = "";
   ask(text);
 });
