@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -285,7 +286,41 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 		return nil, err
 	}
 	gen := &genRequest{prompt: prompt}
+	if gen.prompt, gen.tokens, err = s.fitChat(msgs, req.Tools, extra, prompt); err != nil {
+		return nil, err
+	}
 	return gen, req.Options.apply(gen)
+}
+
+// fitChat is the prompt and its tokens, with the oldest messages dropped
+// while the chat does not fit the context, as Ollama does: system messages
+// and the last message stay, and what is left starts with a user's message
+// (templates refuse others). A chat that cannot be made to fit comes back
+// as it was, untokenized, for generate to refuse as too long.
+func (s *Server) fitChat(msgs []chat.Message, tools []json.RawMessage, extra map[string]any, whole string) (string, []int32, error) {
+	m := s.model
+	prompt := whole
+	for {
+		if checkText(prompt, m.Tokenizer.MaxTokenBytes(), m.Net.Context()) == nil {
+			ids := chat.PromptTokens(m.Tokenizer, prompt)
+			if len(ids)+answerRoom <= m.Net.Context() {
+				return prompt, ids, nil
+			}
+		}
+		oldest := func(x chat.Message) bool { return x.Role != "system" }
+		i := slices.IndexFunc(msgs[:len(msgs)-1], oldest)
+		if i < 0 {
+			return whole, nil, nil
+		}
+		msgs = slices.Delete(slices.Clone(msgs), i, i+1)
+		for i < len(msgs)-1 && msgs[i].Role != "user" && msgs[i].Role != "system" {
+			msgs = slices.Delete(msgs, i, i+1)
+		}
+		var err error
+		if prompt, err = s.render(msgs, tools, extra); err != nil {
+			return "", nil, err
+		}
+	}
 }
 
 func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {

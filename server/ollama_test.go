@@ -160,3 +160,24 @@ func TestOllamaClient(t *testing.T) {
 		}
 	})
 }
+
+// A chat too long for the context loses its oldest messages on Ollama's API,
+// as Ollama does (the system message and the question stay); OpenAI's API
+// refuses it, as OpenAI does. A last message too long alone is refused.
+func TestOllamaChatDropsOldMessages(t *testing.T) {
+	ts := startServer(t, Config{Model: goldenModel(t, "tiny-glm-f32.gguf", 64)})
+	long := strings.Repeat("word ", 40)
+	chat := `[{"role":"system","content":"Be brief."},{"role":"user","content":"` + long + `"},{"role":"assistant","content":"` + long + `"},{"role":"user","content":"and now?"}]`
+
+	var got map[string]any
+	postJSON(t, ts.url+"/api/chat", `{"stream":false,"options":{"num_predict":2},"messages":`+chat+`}`, 200, &got)
+	if n, _ := got["prompt_eval_count"].(float64); got["done"] != true || n == 0 || n > 63 {
+		t.Errorf("a chat past the context: %v", got)
+	}
+	var e map[string]any
+	postJSON(t, ts.url+"/v1/chat/completions", `{"max_tokens":2,"messages":`+chat+`}`, 400, &e)
+	postJSON(t, ts.url+"/api/chat", `{"stream":false,"messages":[{"role":"user","content":"`+long+long+`"}]}`, 400, &e)
+	if msg, _ := e["error"].(string); !strings.Contains(msg, "more than fit in the context of 64") {
+		t.Errorf("a last message too long alone: %v", e)
+	}
+}
