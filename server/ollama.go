@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -293,34 +294,50 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 }
 
 // fitChat is the prompt and its tokens, with the oldest messages dropped
-// while the chat does not fit the context, as Ollama does: system messages
-// and the last message stay, and what is left starts with a user's message
-// (templates refuse others). A chat that cannot be made to fit comes back
-// as it was, untokenized, for generate to refuse as too long.
+// when the chat does not fit the context, as Ollama does: the system
+// messages and the latest messages that fit stay, starting with a user's
+// message (templates refuse others). The kept part grows from the last
+// user message back, so each render holds at most a context's worth and
+// one exchange more, however long the chat. A chat that cannot be made to
+// fit comes back as it was, untokenized, for generate to refuse as too long.
 func (s *Server) fitChat(msgs []chat.Message, tools []json.RawMessage, extra map[string]any, whole string) (string, []int32, error) {
 	m := s.model
-	prompt := whole
-	for {
-		if checkText(prompt, m.Tokenizer.MaxTokenBytes(), m.Net.Context()) == nil {
-			ids := chat.PromptTokens(m.Tokenizer, prompt)
-			if len(ids)+answerRoom <= m.Net.Context() {
-				return prompt, ids, nil
-			}
+	fit := func(prompt string) []int32 {
+		if checkText(prompt, m.Tokenizer.MaxTokenBytes(), m.Net.Context()) != nil {
+			return nil
 		}
-		oldest := func(x chat.Message) bool { return x.Role != "system" }
-		i := slices.IndexFunc(msgs[:len(msgs)-1], oldest)
-		if i < 0 {
-			return whole, nil, nil
+		if ids := chat.PromptTokens(m.Tokenizer, prompt); len(ids)+answerRoom <= m.Net.Context() {
+			return ids
 		}
-		msgs = slices.Delete(slices.Clone(msgs), i, i+1)
-		for i < len(msgs)-1 && msgs[i].Role != "user" && msgs[i].Role != "system" {
-			msgs = slices.Delete(msgs, i, i+1)
-		}
-		var err error
-		if prompt, err = s.render(msgs, tools, extra); err != nil {
-			return "", nil, err
+		return nil
+	}
+	if ids := fit(whole); ids != nil {
+		return whole, ids, nil
+	}
+	var system []chat.Message // in order, with their places
+	var at []int
+	for i, msg := range msgs {
+		if msg.Role == "system" {
+			system, at = append(system, msg), append(at, i)
 		}
 	}
+	best, bestIDs := whole, []int32(nil)
+	for start := len(msgs) - 1; start > 0; start-- { // 0 is the whole chat
+		if msgs[start].Role != "user" {
+			continue
+		}
+		kept := append(slices.Clone(system[:sort.SearchInts(at, start)]), msgs[start:]...)
+		prompt, err := s.render(kept, tools, extra)
+		if err != nil {
+			return "", nil, err
+		}
+		ids := fit(prompt)
+		if ids == nil {
+			break
+		}
+		best, bestIDs = prompt, ids
+	}
+	return best, bestIDs, nil
 }
 
 func (s *Server) handleOllamaGenerate(w http.ResponseWriter, r *http.Request) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -174,6 +175,17 @@ func TestOllamaChatDropsOldMessages(t *testing.T) {
 	if n, _ := got["prompt_eval_count"].(float64); got["done"] != true || n == 0 || n > 63 {
 		t.Errorf("a chat past the context: %v", got)
 	}
+	// A chat of many messages keeps its latest exchanges.
+	var many []string
+	for i := range 3000 {
+		many = append(many, fmt.Sprintf(`{"role":"user","content":"q%d"},{"role":"assistant","content":"a%d"}`, i, i))
+	}
+	body := `{"stream":false,"options":{"num_predict":2},"messages":[{"role":"system","content":"Be brief."},` + strings.Join(many, ",") + `,{"role":"user","content":"last"}]}`
+	postJSON(t, ts.url+"/api/chat", body, 200, &got)
+	if n, _ := got["prompt_eval_count"].(float64); got["done"] != true || n < 32 || n > 63 {
+		t.Errorf("a chat of 6002 messages: %v", got)
+	}
+
 	var e map[string]any
 	postJSON(t, ts.url+"/v1/chat/completions", `{"max_tokens":2,"messages":`+chat+`}`, 400, &e)
 	postJSON(t, ts.url+"/api/chat", `{"stream":false,"messages":[{"role":"user","content":"`+long+long+`"}]}`, 400, &e)
