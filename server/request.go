@@ -78,11 +78,10 @@ type sampling struct {
 // the temperature unbounded.
 func (s sampling) options(prefix string, maxTemperature float64) (engine.SamplerOptions, error) {
 	o := engine.DefaultSamplerOptions()
-	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 	bad := func(field, format string, args ...any) error {
 		return badRequest(prefix+field, prefix+field+" "+fmt.Sprintf(format, args...))
 	}
-	// the sampler works in float32
+	// JSON numbers are finite; the sampler works in float32
 	for _, f := range []struct {
 		field string
 		v     *float64
@@ -94,15 +93,15 @@ func (s sampling) options(prefix string, maxTemperature float64) (engine.Sampler
 	}
 	if t := s.Temperature; t != nil {
 		switch {
-		case maxTemperature > 0 && (!finite(*t) || *t < 0 || *t > maxTemperature):
+		case maxTemperature > 0 && (*t < 0 || *t > maxTemperature):
 			return o, bad("temperature", "%v is outside [0, %v]", *t, maxTemperature)
-		case !finite(*t) || *t < 0:
+		case *t < 0:
 			return o, bad("temperature", "%v is not a number from 0 up", *t)
 		}
 		o.Temperature = float32(*t)
 	}
 	if p := s.TopP; p != nil {
-		if !finite(*p) || *p < 0 || *p > 1 {
+		if *p < 0 || *p > 1 {
 			return o, bad("top_p", "%v is outside [0, 1]", *p)
 		}
 		o.TopP = float32(*p)
@@ -114,13 +113,13 @@ func (s sampling) options(prefix string, maxTemperature float64) (engine.Sampler
 		o.TopK = *k
 	}
 	if p := s.MinP; p != nil {
-		if !finite(*p) || *p < 0 || *p > 1 {
+		if *p < 0 || *p > 1 {
 			return o, bad("min_p", "%v is outside [0, 1]", *p)
 		}
 		o.MinP = float32(*p)
 	}
 	if p := s.RepeatPenalty; p != nil {
-		if !finite(*p) || *p < 0 {
+		if *p < 0 {
 			return o, bad("repeat_penalty", "%v is not a number from 0 up (1 turns it off)", *p)
 		}
 		o.RepeatPenalty = float32(*p)
@@ -130,13 +129,11 @@ func (s sampling) options(prefix string, maxTemperature float64) (engine.Sampler
 		v     *float64
 		dst   *float32
 	}{{"presence_penalty", s.PresencePenalty, &o.PresencePenalty}, {"frequency_penalty", s.FrequencyPenalty, &o.FrequencyPenalty}} {
-		switch r := s.penaltyRange; {
-		case p.v == nil:
+		if p.v == nil {
 			continue
-		case r > 0 && (!finite(*p.v) || math.Abs(*p.v) > r):
+		}
+		if r := s.penaltyRange; r > 0 && math.Abs(*p.v) > r {
 			return o, bad(p.field, "%v is outside [-%v, %v]", *p.v, r, r)
-		case !finite(*p.v):
-			return o, bad(p.field, "%v is not a finite number", *p.v)
 		}
 		*p.dst = float32(*p.v)
 	}

@@ -69,9 +69,19 @@ func oneArg(noun string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		switch {
 		case len(args) == 0:
-			return fmt.Errorf("give a %s: %s", noun, usage(cmd))
+			return someArgs(noun)(cmd, args)
 		case len(args) > 1:
 			return fmt.Errorf("%s takes one %s, not %d (%s): %s", cmd.CommandPath(), noun, len(args), strings.Join(args, " "), usage(cmd))
+		}
+		return nil
+	}
+}
+
+// someArgs is cobra.MinimumNArgs(1) with oneArg's message for none.
+func someArgs(noun string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return fmt.Errorf("give a %s: %s", noun, usage(cmd))
 		}
 		return nil
 	}

@@ -18,12 +18,7 @@ touched. A repository reference without :QUANT removes its only stored model;
 when several are stored, name one.`,
 		Example: `  latent rm hf.co/bartowski/zai-org_GLM-4.7-Flash-GGUF:Q4_K_M
   latent rm glm-4.7-flash`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return fmt.Errorf("give a model: %s", usage(cmd))
-			}
-			return nil
-		},
+		Args: someArgs("model"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, ref := range args {
 				removed, err := hub.Remove(ref, hub.Options{})

@@ -40,12 +40,7 @@ With --prompt-tokens it generates after a prompt of token ids and prints the gen
   latent run model.gguf "Why is the sky blue?"
   git diff | latent run model.gguf "Write a commit message for this change:"
   latent run model.gguf --prompt-tokens 1017,706,44 -n 16 --temperature 0`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return fmt.Errorf("give a model: %s", usage(cmd))
-			}
-			return nil
-		},
+		Args: someArgs("model"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.n == 0 || o.n < -1 {
 				return fmt.Errorf("-n %d: give a positive count, or -1 for no limit", o.n)
