@@ -267,3 +267,12 @@ func (c *Config) Validate() error {
 
 // positive reports whether x is a positive finite number (NaN is not).
 func positive(x float64) bool { return x > 0 && !math.IsInf(x, 1) }
+
+// firstQ is the width of attention's first product of h: q_a's q_lora with
+// q_lora, else q's heads·(nope+rope).
+func (c *Config) firstQ() int {
+	if c.QLoRA > 0 {
+		return c.QLoRA
+	}
+	return c.Heads * (c.Nope + c.Rope)
+}

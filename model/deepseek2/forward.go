@@ -42,11 +42,7 @@ func (m *Model) newActs(T int) *acts {
 		a.qa = be.Tensor(T, c.QLoRA)
 	}
 	if m.stacked { // the layers whose q_a (q) and kv_a share a type
-		n := c.Heads * (c.Nope + c.Rope)
-		if c.QLoRA > 0 {
-			n = c.QLoRA
-		}
-		a.qkv = be.Tensor(T, n+c.CacheRow())
+		a.qkv = be.Tensor(T, c.firstQ()+c.CacheRow())
 	}
 	if m.dense {
 		a.g, a.u = be.Tensor(T, c.FF), be.Tensor(T, c.FF)
@@ -206,26 +202,23 @@ func (m *Model) attention(l int, a *acts) {
 
 	be.RMSNorm(a.h, a.x, ly.attnNorm, eps) // 1. h = rms(x, attn_norm)
 
-	// 2–3. q_a (with q_lora, else q) and [c | k_pe] [T, kv_lora+rope] of h:
-	// one product where the weights are stacked
-	qa, q, kv := a.qa, a.q, a.kv
-	if c.QLoRA == 0 {
-		qa = q
+	// 2–3. h's first q product (q_a with q_lora, else q itself) and
+	// [c | k_pe] [T, kv_lora+rope]: one product where the weights are stacked
+	first, kv := a.q, a.kv
+	if c.QLoRA > 0 {
+		first = a.qa
 	}
 	if ly.qKV != nil {
-		n := a.qkv.Cols() - c.CacheRow()
 		be.MatMul(a.qkv, ly.qKV, a.h)
-		qa, kv = be.View(a.qkv, 0, n), be.View(a.qkv, n, c.CacheRow())
-	} else if c.QLoRA > 0 {
-		be.MatMul(qa, ly.qA, a.h)
+		first, kv = be.View(a.qkv, 0, c.firstQ()), be.View(a.qkv, c.firstQ(), c.CacheRow())
 	} else {
-		be.MatMul(qa, ly.q, a.h)
+		be.MatMul(first, ly.qA, a.h)
 	}
-	if c.QLoRA > 0 { // q [T, heads·(nope+rope)]
-		be.RMSNorm(qa, qa, ly.qANorm, eps)
-		be.MatMul(q, ly.qB, qa)
-	} else {
-		q = qa
+	q := first // [T, heads·(nope+rope)]
+	if c.QLoRA > 0 {
+		be.RMSNorm(first, first, ly.qANorm, eps)
+		q = a.q
+		be.MatMul(q, ly.qB, first)
 	}
 	if ly.qKV == nil {
 		be.MatMul(kv, ly.kvA, a.h)

@@ -14,10 +14,10 @@ import (
 // layer holds one decoder block's weights.
 type layer struct {
 	attnNorm, ffnNorm backend.Weight
-	q                 backend.Weight // without q_lora
-	qA, qANorm, qB    backend.Weight // with q_lora
+	qA                backend.Weight // q_a with q_lora, else q itself
+	qANorm, qB        backend.Weight // with q_lora
 	kvA, kvANorm      backend.Weight
-	qKV               backend.Weight // q_a (or q) stacked on kv_a, for a Stacker: then qA (q) and kvA are nil
+	qKV               backend.Weight // qA stacked on kv_a, for a Stacker: then qA and kvA are nil
 	kB, vB            backend.Weight // absorbed: {nope, kv_lora, heads}, {kv_lora, v, heads}
 	out               backend.Weight
 
@@ -113,21 +113,16 @@ func (b *binder) bindLayer(c *Config, l int) layer {
 	H, D := c.Heads, c.Dim
 	var ly layer
 	ly.attnNorm = b.get(p+"attn_norm.weight", D)
-	qName, qRows := p+"attn_q.weight", H*(c.Nope+c.Rope)
+	qName, qRows := p+"attn_q.weight", c.firstQ()
 	if c.QLoRA > 0 {
-		qName, qRows = p+"attn_q_a.weight", c.QLoRA
+		qName = p + "attn_q_a.weight"
 	}
 	kvName := p + "attn_kv_a_mqa.weight"
 	if st, ok := b.be.(backend.Stacker); ok && st.StacksProducts() {
 		ly.qKV = b.stacked(qName, qRows, kvName, c.KVLoRA+c.Rope, D)
 	}
 	if ly.qKV == nil {
-		w := b.get(qName, D, qRows)
-		if c.QLoRA > 0 {
-			ly.qA = w
-		} else {
-			ly.q = w
-		}
+		ly.qA = b.get(qName, D, qRows)
 		ly.kvA = b.get(kvName, D, c.KVLoRA+c.Rope)
 	}
 	if c.QLoRA > 0 {
