@@ -2,9 +2,11 @@ package gguf
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -321,6 +323,62 @@ func TestRewriteSets(t *testing.T) {
 		if !bytes.Equal(f.TensorData(&f.Tensors[i]), g.TensorData(&g.Tensors[i])) {
 			t.Errorf("tensor %q: data differ", f.Tensors[i].Name)
 		}
+	}
+}
+
+// RewriteTensors writes the tensors its function converts in their new type
+// (here the Q8_0 one as float32), the others and the metadata as they were,
+// and names a tensor whose conversion failed.
+func TestRewriteTensors(t *testing.T) {
+	f, err := Parse("a.gguf", tinyFile(t, 3, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	toF32 := func(ti *TensorInfo, data []byte) (quant.Type, []byte, bool, error) {
+		if ti.Type != quant.Q8_0 {
+			return 0, nil, false, nil
+		}
+		vals := make([]float32, ti.Elements())
+		if err := quant.Dequantize(ti.Type, data, vals); err != nil {
+			return 0, nil, false, err
+		}
+		out := make([]byte, 0, 4*len(vals))
+		for _, v := range vals {
+			out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
+		}
+		return quant.F32, out, true, nil
+	}
+	var buf bytes.Buffer
+	if err := RewriteTensors(&buf, f, nil, toF32); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Parse("b.gguf", buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.KV) != len(f.KV) || len(g.Tensors) != len(f.Tensors) {
+		t.Fatalf("%d keys and %d tensors, want %d and %d", len(g.KV), len(g.Tensors), len(f.KV), len(f.Tensors))
+	}
+	for i := range f.Tensors {
+		ft, gt := &f.Tensors[i], &g.Tensors[i]
+		want, _, converted, _ := toF32(ft, f.TensorData(ft))
+		if !converted {
+			want = ft.Type
+		}
+		if gt.Type != want || !slices.Equal(gt.Dims, ft.Dims) {
+			t.Errorf("tensor %q: %s %v, want %s %v", gt.Name, gt.Type, gt.Dims, want, ft.Dims)
+		}
+		a, b := make([]float32, ft.Elements()), make([]float32, gt.Elements())
+		if quant.Dequantize(ft.Type, f.TensorData(ft), a) != nil || quant.Dequantize(gt.Type, g.TensorData(gt), b) != nil ||
+			!slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) }) { // the file's random bytes hold NaNs
+			t.Errorf("tensor %q: values differ", gt.Name)
+		}
+	}
+	failing := func(ti *TensorInfo, data []byte) (quant.Type, []byte, bool, error) {
+		return 0, nil, false, errors.New("no")
+	}
+	if err := RewriteTensors(&buf, f, nil, failing); err == nil || !strings.Contains(err.Error(), "tensor t.") {
+		t.Errorf("a failing conversion: %v", err)
 	}
 }
 

@@ -220,6 +220,32 @@ func (w *Writer) Close() error {
 // order with the values in set replacing those of the same keys (keys f
 // lacks follow, sorted), then its tensors and their bytes.
 func Rewrite(w io.Writer, f *File, set map[string]Value) error {
+	return RewriteTensors(w, f, set, nil)
+}
+
+// Convert gives a tensor RewriteTensors writes in another type: the type
+// and the bytes in it (ok false: the tensor as it is).
+type Convert func(t *TensorInfo, data []byte) (typ quant.Type, out []byte, ok bool, err error)
+
+// RewriteTensors is Rewrite with the tensors that convert (when not nil)
+// changes written in their new type.
+func RewriteTensors(w io.Writer, f *File, set map[string]Value, convert Convert) error {
+	types := make([]quant.Type, len(f.Tensors))
+	data := make([][]byte, len(f.Tensors))
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		types[i], data[i] = t.Type, f.TensorData(t)
+		if convert == nil {
+			continue
+		}
+		typ, out, ok, err := convert(t, data[i])
+		if err != nil {
+			return fmt.Errorf("tensor %s: %w", t.Name, err)
+		}
+		if ok {
+			types[i], data[i] = typ, out
+		}
+	}
 	gw := NewWriter(w)
 	gw.Version = f.Version
 	for _, kv := range f.KV {
@@ -238,16 +264,16 @@ func Rewrite(w io.Writer, f *File, set map[string]Value) error {
 			}
 		}
 	}
-	for _, t := range f.Tensors {
-		if err := gw.AddTensor(t.Name, t.Type, t.Dims...); err != nil {
+	for i, t := range f.Tensors {
+		if err := gw.AddTensor(t.Name, types[i], t.Dims...); err != nil {
 			return err
 		}
 	}
 	if err := gw.WriteHeader(); err != nil {
 		return err
 	}
-	for i := range f.Tensors {
-		if _, err := gw.Write(f.TensorData(&f.Tensors[i])); err != nil {
+	for _, d := range data {
+		if _, err := gw.Write(d); err != nil {
 			return err
 		}
 	}

@@ -107,40 +107,15 @@ func asF32(t *testing.T, src, dst, name string) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	w := gguf.NewWriter(out)
-	w.Version = f.Version
-	for _, kv := range f.KV {
-		if err := w.SetKV(kv.Key, kv.Value); err != nil {
-			t.Fatal(err)
+	err = gguf.RewriteTensors(out, f, nil, func(ti *gguf.TensorInfo, data []byte) (quant.Type, []byte, bool, error) {
+		if ti.Name != name {
+			return 0, nil, false, nil
 		}
-	}
-	for _, ti := range f.Tensors {
-		typ := ti.Type
-		if ti.Name == name {
-			typ = quant.F32
-		}
-		if err := w.AddTensor(ti.Name, typ, ti.Dims...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.WriteHeader(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range f.Tensors {
-		ti := &f.Tensors[i]
-		data := f.TensorData(ti)
-		if ti.Name == name {
-			vals := make([]float32, ti.Elements())
-			if err := quant.Dequantize(ti.Type, data, vals); err != nil {
-				t.Fatal(err)
-			}
-			data = unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), 4*len(vals))
-		}
-		if _, err := w.Write(data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
+		vals := make([]float32, ti.Elements())
+		err := quant.Dequantize(ti.Type, data, vals)
+		return quant.F32, unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), 4*len(vals)), true, err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
