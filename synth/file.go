@@ -41,7 +41,7 @@ func (m *Model) WriteFile(ctx context.Context, path string) (n int64, err error)
 	case fi.IsDir():
 		return 0, fmt.Errorf("%s is a directory", path)
 	case !fi.Mode().IsRegular():
-		return 0, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+		return 0, fmt.Errorf("%s is not a regular file (%s)", path, kind(fi.Mode()))
 	default:
 		mode = fi.Mode().Perm() // an existing file keeps its permissions
 	}
@@ -90,4 +90,17 @@ func (m *Model) WriteFile(ctx context.Context, path string) (n int64, err error)
 		d.Close()
 	}
 	return n, nil
+}
+
+// kind names a file mode that is not a regular file's.
+func kind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "mode " + m.Type().String()
 }

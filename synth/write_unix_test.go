@@ -19,7 +19,7 @@ func TestWriteRefusesSpecialFiles(t *testing.T) {
 	if err := syscall.Mkfifo(pipe, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := WriteFile(context.Background(), pipe, Options{Preset: "tiny-glm", Format: Q4_0}); err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+	if _, _, err := WriteFile(context.Background(), pipe, Options{Preset: "tiny-glm", Format: Q4_0}); err == nil || !strings.Contains(err.Error(), "is not a regular file (a named pipe)") {
 		t.Errorf("pipe as output: %v", err)
 	}
 	if fi, err := os.Lstat(pipe); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
