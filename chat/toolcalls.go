@@ -87,8 +87,13 @@ func typesOf(tools []json.RawMessage) paramTypes {
 		}
 		m := map[string]string{}
 		for k, p := range t.Function.Parameters.Properties {
-			if s, ok := p.Type.(string); ok {
-				m[k] = s
+			switch typ := p.Type.(type) {
+			case string:
+				m[k] = typ
+			case []any: // ["string"], as Ollama's clients send it
+				if s, ok := typ[0].(string); ok && len(typ) == 1 {
+					m[k] = s
+				}
 			}
 		}
 		types[t.Function.Name] = m

@@ -158,7 +158,7 @@ func TestToolCallSplitter(t *testing.T) {
 	call := "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>"
 	cases := []struct {
 		name, text, content string
-		calls              int
+		calls               int
 	}{
 		{"text then a call", "Let me look.\n" + call, "Let me look.", 1},
 		{"a call alone", call, "", 1},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -23,6 +24,10 @@ type genRequest struct {
 	// rawReasoning keeps <think> blocks in the text (completions, raw
 	// prompts) instead of separating them.
 	rawReasoning bool
+	// tools are the tool definitions a chat request offered, and toolSyntax
+	// how the model's template writes calls (nil: calls stay text).
+	tools      []json.RawMessage
+	toolSyntax *chat.ToolSyntax
 }
 
 // genResult is how a generation ended and what it cost: the engine's
@@ -34,6 +39,8 @@ type genResult struct {
 	reason string
 	// queued is the wait for the model; total everything since arrival.
 	queued, total time.Duration
+	// toolCalls are the calls the answer ended with, read from its text.
+	toolCalls []chat.ToolCall
 }
 
 // piece is a part of the answer as it streams: reasoning or answer text.
@@ -123,15 +130,22 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 		dec      = m.Tokenizer.NewDecoder()
 		stops    = newStopMatcher(req.stop)
 		split    = newSplitter(req)
+		calls    *chat.ToolCallSplitter
 		stopped  bool // a stop string matched
 		writeErr error
 		first    = true
 	)
+	if req.toolSyntax != nil {
+		calls = chat.NewToolCallSplitter(req.toolSyntax, req.tools)
+	}
 	send := func(text string) {
 		if text == "" || writeErr != nil {
 			return
 		}
 		r, c := split.Add(text)
+		if calls != nil {
+			c = calls.Add(c)
+		}
 		if r == "" && c == "" {
 			return
 		}
@@ -183,7 +197,13 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 	if writeErr != nil {
 		return nil, writeErr
 	}
-	if r, c := split.Flush(); r != "" || c != "" {
+	r, c := split.Flush()
+	if calls != nil {
+		c = calls.Add(c)
+		rest, found := calls.Flush()
+		c, res.toolCalls = c+rest, found
+	}
+	if r != "" || c != "" {
 		if err := emit(piece{reasoning: r, content: c}); err != nil {
 			return nil, err
 		}

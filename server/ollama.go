@@ -27,7 +27,9 @@ type ollamaMessage struct {
 }
 
 type ollamaToolCall struct {
+	ID       string `json:"id,omitempty"`
 	Function struct {
+		Index     int             `json:"index"`
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 	} `json:"function"`
@@ -290,6 +292,7 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 	if gen.prompt, gen.tokens, err = s.fitChat(msgs, req.Tools, extra, prompt); err != nil {
 		return nil, err
 	}
+	s.offerTools(gen, req.Tools)
 	return gen, req.Options.apply(gen)
 }
 
@@ -409,6 +412,9 @@ func (s *Server) ollamaRespond(w http.ResponseWriter, r *http.Request, streamed 
 	final := func(res *genResult, p piece) ollamaResponse {
 		out := line(p)
 		out.Done, out.ollamaCounters = true, countersOf(res)
+		if out.Message != nil {
+			out.Message.ToolCalls = ollamaCalls(res.toolCalls)
+		}
 		return out
 	}
 	if streamed != nil && !*streamed {
@@ -428,6 +434,19 @@ func (s *Server) ollamaRespond(w http.ResponseWriter, r *http.Request, streamed 
 	if err != nil {
 		s.streamFailed(w, r, st, err, ollamaErrors)
 	}
+}
+
+// ollamaCalls converts calls read from an answer: Ollama's arguments are
+// an object.
+func ollamaCalls(calls []chat.ToolCall) []ollamaToolCall {
+	var out []ollamaToolCall
+	for i, c := range calls {
+		var oc ollamaToolCall
+		oc.ID = newID("call_")
+		oc.Function.Index, oc.Function.Name, oc.Function.Arguments = i, c.Function.Name, c.Function.Arguments
+		out = append(out, oc)
+	}
+	return out
 }
 
 func (s *Server) ollamaModel() map[string]any {

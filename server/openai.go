@@ -134,9 +134,36 @@ type chatChoice struct {
 }
 
 type chatMessage struct {
-	Role             string  `json:"role,omitempty"`
-	Content          *string `json:"content,omitempty"`
-	ReasoningContent string  `json:"reasoning_content,omitempty"`
+	Role             string           `json:"role,omitempty"`
+	Content          *string          `json:"content,omitempty"`
+	ReasoningContent string           `json:"reasoning_content,omitempty"`
+	ToolCalls        []openAIToolCall `json:"tool_calls,omitempty"`
+}
+
+// openAIToolCall is a call as OpenAI's answers carry it: the arguments a
+// JSON text in a string; in a stream, with its index.
+type openAIToolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// openAICalls converts calls read from an answer, numbering them for a
+// stream.
+func openAICalls(calls []chat.ToolCall, stream bool) []openAIToolCall {
+	out := make([]openAIToolCall, len(calls))
+	for i, c := range calls {
+		out[i].ID, out[i].Type = newID("call_"), "function"
+		out[i].Function.Name, out[i].Function.Arguments = c.Function.Name, string(c.Function.Arguments)
+		if stream {
+			out[i].Index = &i
+		}
+	}
+	return out
 }
 
 const fingerprint = "latent"
@@ -195,7 +222,14 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 			s.failed(w, r, err, openAIErrors)
 			return
 		}
-		c := rp.with(chatChoice{Message: &chatMessage{Role: "assistant", Content: &all.content, ReasoningContent: all.reasoning}, FinishReason: &res.reason})
+		msg := &chatMessage{Role: "assistant", Content: &all.content, ReasoningContent: all.reasoning}
+		if len(res.toolCalls) > 0 {
+			msg.ToolCalls, res.reason = openAICalls(res.toolCalls, false), "tool_calls"
+			if all.content == "" {
+				msg.Content = nil // OpenAI: no content beside the calls
+			}
+		}
+		c := rp.with(chatChoice{Message: msg, FinishReason: &res.reason})
 		c.Usage, c.Timings = usageOf(res), timingsOf(res)
 		writeJSON(w, http.StatusOK, c)
 		return
@@ -224,6 +258,10 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	})
 	if err == nil {
 		err = begin()
+	}
+	if err == nil && len(res.toolCalls) > 0 {
+		res.reason = "tool_calls"
+		err = st.send(rp.with(delta(&chatMessage{ToolCalls: openAICalls(res.toolCalls, true)})))
 	}
 	if err == nil {
 		err = rp.endStream(st, chatChoice{Delta: &chatMessage{}, FinishReason: &res.reason}, res, req.StreamOptions)
@@ -292,7 +330,9 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &genRequest{prompt: prompt, maxTokens: maxTokens, sampler: opts, stop: req.Stop}, nil
+	gen := &genRequest{prompt: prompt, maxTokens: maxTokens, sampler: opts, stop: req.Stop}
+	s.offerTools(gen, req.Tools)
+	return gen, nil
 }
 
 func checkN(n *int) error {

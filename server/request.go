@@ -180,6 +180,14 @@ func checkRole(i int, role string) (string, error) {
 }
 
 // render applies the model's chat template.
+// offerTools has gen read tool calls from its answer when the request
+// offered tools and the model's template has a syntax for calls.
+func (s *Server) offerTools(gen *genRequest, tools []json.RawMessage) {
+	if len(tools) > 0 {
+		gen.tools, gen.toolSyntax = tools, chat.DetectToolSyntax(s.model.Template.Source)
+	}
+}
+
 func (s *Server) render(msgs []chat.Message, tools []json.RawMessage, extra map[string]any) (string, error) {
 	if len(msgs) == 0 {
 		return "", badRequest("messages", "messages is empty: send at least one message")

@@ -1,0 +1,151 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ollama/ollama/api"
+	"github.com/openai/openai-go/v3"
+)
+
+const goldenTemplates = "../../shared/golden/templates"
+
+// toolsRequest is the chat both APIs send: one question and a weather tool.
+const toolsRequest = `{"model":"glm","messages":[{"role":"user","content":"Weather in Paris?"}],
+ "tools":[{"type":"function","function":{"name":"get_weather","description":"Today's weather",
+  "parameters":{"type":"object","properties":{"city":{"type":"string"},"zip":{"type":"string"},"days":{"type":"integer"}},"required":["city"]}}}]}`
+
+// toolModel is a golden model answering with text in GLM-4.7-Flash's real
+// template: a reasoning block (the template's prompt opens it), a sentence,
+// then a call as GLM models write one.
+func toolModel(t *testing.T, answer string) *Model {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(goldenTemplates, "GLM-4.7-Flash.jinja"))
+	if err != nil {
+		t.Fatalf("golden templates (../shared must sit beside the repository): %v", err)
+	}
+	m := goldenModel(t, "tiny-glm-f32.gguf", 1024)
+	return withTemplate(t, newScriptedNet(m, answer, 1024).on(m), string(src))
+}
+
+const glmCall = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>zip</arg_key>\n<arg_value>75001</arg_value>\n<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>"
+
+func checkWeatherArgs(t *testing.T, args map[string]any) {
+	t.Helper()
+	if args["city"] != "Paris" || args["zip"] != "75001" || args["days"] != float64(2) || len(args) != 3 {
+		t.Errorf("arguments %v, want city Paris, zip \"75001\" (a string parameter), days 2", args)
+	}
+}
+
+func TestOpenAIToolCalls(t *testing.T) {
+	ts := startServer(t, Config{Model: toolModel(t, "The user wants weather.</think>Let me look.\n"+glmCall)})
+	client := openAIClient(ts)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var params openai.ChatCompletionNewParams
+	if err := json.Unmarshal([]byte(toolsRequest), &params); err != nil {
+		t.Fatal(err)
+	}
+
+	check := func(t *testing.T, c openai.ChatCompletionChoice) {
+		t.Helper()
+		if c.FinishReason != "tool_calls" || c.Message.Content != "Let me look." {
+			t.Errorf("finish %q content %q", c.FinishReason, c.Message.Content)
+		}
+		if len(c.Message.ToolCalls) != 1 {
+			t.Fatalf("%d tool calls, want 1", len(c.Message.ToolCalls))
+		}
+		tc := c.Message.ToolCalls[0]
+		if tc.Type != "function" || tc.Function.Name != "get_weather" || !strings.HasPrefix(tc.ID, "call_") {
+			t.Errorf("call %+v", tc)
+		}
+		var args map[string]any
+		if err := json.Unmarshal([]byte(tc.Function.Arguments), &args); err != nil {
+			t.Fatalf("arguments %q: %v", tc.Function.Arguments, err)
+		}
+		checkWeatherArgs(t, args)
+	}
+
+	t.Run("whole", func(t *testing.T) {
+		resp, err := client.Chat.Completions.New(ctx, params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, resp.Choices[0])
+	})
+	t.Run("streamed", func(t *testing.T) {
+		stream := client.Chat.Completions.NewStreaming(ctx, params)
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			chunk := stream.Current()
+			acc.AddChunk(chunk)
+			if len(chunk.Choices) > 0 && strings.Contains(chunk.Choices[0].Delta.Content, "<") {
+				t.Errorf("markup streamed as content: %q", chunk.Choices[0].Delta.Content)
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		check(t, acc.Choices[0])
+	})
+}
+
+func TestOllamaToolCalls(t *testing.T) {
+	ts := startServer(t, Config{Model: toolModel(t, "</think>"+glmCall)})
+	client := ollamaClient(t, ts)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, streamed := range []bool{true, false} {
+		var req api.ChatRequest
+		if err := json.Unmarshal([]byte(toolsRequest), &req); err != nil {
+			t.Fatal(err)
+		}
+		req.Stream = &streamed
+		var calls []api.ToolCall
+		var content strings.Builder
+		err := client.Chat(ctx, &req, func(r api.ChatResponse) error {
+			calls = append(calls, r.Message.ToolCalls...)
+			content.WriteString(r.Message.Content)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(calls) != 1 || calls[0].Function.Name != "get_weather" || content.String() != "" {
+			t.Fatalf("stream %v: calls %+v, content %q", streamed, calls, content.String())
+		}
+		checkWeatherArgs(t, calls[0].Function.Arguments.ToMap())
+	}
+}
+
+// TestToolCallsStayText: without tools in the request, or with an answer
+// whose markup holds no call, the text is the answer.
+func TestToolCallsStayText(t *testing.T) {
+	for _, c := range []struct{ name, answer, body string }{
+		{"no tools offered", "</think>" + glmCall, `{"messages":[{"role":"user","content":"Weather in Paris?"}]}`},
+		{"not a call", "</think>Use <tool_call>a b c</tool_call>.", toolsRequest},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ts := startServer(t, Config{Model: toolModel(t, c.answer)})
+			var resp struct {
+				Choices []struct {
+					Message struct {
+						Content   string `json:"content"`
+						ToolCalls []any  `json:"tool_calls"`
+					} `json:"message"`
+					FinishReason string `json:"finish_reason"`
+				} `json:"choices"`
+			}
+			postJSON(t, ts.url+"/v1/chat/completions", c.body, 200, &resp)
+			got := resp.Choices[0]
+			if want := strings.TrimPrefix(c.answer, "</think>"); got.Message.Content != want || len(got.Message.ToolCalls) != 0 || got.FinishReason != "stop" {
+				t.Errorf("content %q, %d calls, finish %q; want the text %q", got.Message.Content, len(got.Message.ToolCalls), got.FinishReason, want)
+			}
+		})
+	}
+}
