@@ -24,6 +24,7 @@ type chatCompletionRequest struct {
 	N                   *int              `json:"n"`
 	Stop                stopList          `json:"stop"`
 	Tools               []json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage   `json:"tool_choice"`
 	ChatTemplateKwargs  map[string]any    `json:"chat_template_kwargs"`
 	Logprobs            *bool             `json:"logprobs"`
 	TopLogprobs         *int              `json:"top_logprobs"`
@@ -309,6 +310,12 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 		for j := range msgs[i].ToolCalls {
 			msgs[i].ToolCalls[j].Function.Arguments = toolArguments(msgs[i].ToolCalls[j].Function.Arguments)
 		}
+	}
+	// tool_choice "none": the model is not told of the tools, and its answer
+	// is text. "auto", "required" and a named function all offer the tools
+	// (nothing forces a call: there is no grammar to constrain the answer).
+	if string(bytes.TrimSpace(req.ToolChoice)) == `"none"` {
+		req.Tools = nil
 	}
 	prompt, err := s.render(msgs, req.Tools, req.ChatTemplateKwargs)
 	if err != nil {

@@ -129,6 +129,7 @@ func TestToolCallsStayText(t *testing.T) {
 	for _, c := range []struct{ name, answer, body string }{
 		{"no tools offered", "</think>" + glmCall, `{"messages":[{"role":"user","content":"Weather in Paris?"}]}`},
 		{"not a call", "</think>Use <tool_call>a b c</tool_call>.", toolsRequest},
+		{"tool_choice none", "</think>" + glmCall, strings.Replace(toolsRequest, `"tools":`, `"tool_choice":"none","tools":`, 1)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ts := startServer(t, Config{Model: toolModel(t, c.answer)})
