@@ -10,24 +10,29 @@ import (
 // its chat template uses for calls in the history; the server turns that text back into structured calls
 // (OpenAI's tool_calls, Ollama's message.tool_calls), as llama.cpp's server and ollama do.
 
-// ToolSyntax is one way models write tool calls: Begin opens them (the answer's text ends there), and parse
-// reads the text from Begin on.
+// ToolSyntax is one way models write tool calls: Begin opens them (the answer's text ends there); each call
+// lies between open and close (DeepSeek's inside Begin … end).
 type ToolSyntax struct {
-	Name  string // "glm", "deepseek" or "hermes"
-	Begin string
-	parse func(text string, types paramTypes) ([]ToolCall, bool)
+	Name             string // "glm", "deepseek" or "hermes"
+	Begin            string
+	end, open, close string
+	call             func(body string, tools toolSet) (ToolCall, bool)
+	// viable reports whether the text after Begin can still be the start of a call.
+	viable func(after string) bool
 }
 
 // The syntaxes, each named for the family of templates that write it.
 var (
 	// GLM-4.5 and later: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>...</tool_call>, a
 	// string value written as is, others as JSON.
-	glmTools = &ToolSyntax{Name: "glm", Begin: "<tool_call>", parse: parseGLMCalls}
+	glmTools = &ToolSyntax{Name: "glm", Begin: "<tool_call>", open: "<tool_call>", close: "</tool_call>", call: glmCall, viable: glmViable}
 	// DeepSeek-V3.1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGS<｜tool▁call▁end｜>...
-	// <｜tool▁calls▁end｜>, ARGS a JSON object.
-	deepseekTools = &ToolSyntax{Name: "deepseek", Begin: dsCallsBegin, parse: parseDeepSeekCalls}
+	// <｜tool▁calls▁end｜>, ARGS a JSON object; DeepSeek-V3 and R1 wrote "function<｜tool▁sep｜>NAME" and the
+	// arguments in a ```json block.
+	deepseekTools = &ToolSyntax{Name: "deepseek", Begin: dsCallsBegin, end: dsCallsEnd, open: dsCallBegin, close: dsCallEnd,
+		call: deepseekCall, viable: deepseekViable}
 	// Hermes (Qwen2.5, Qwen3 and many others): <tool_call>{"name": ..., "arguments": {...}}</tool_call>.
-	hermesTools = &ToolSyntax{Name: "hermes", Begin: "<tool_call>", parse: parseHermesCalls}
+	hermesTools = &ToolSyntax{Name: "hermes", Begin: "<tool_call>", open: "<tool_call>", close: "</tool_call>", call: hermesCall, viable: hermesViable}
 )
 
 const (
@@ -52,124 +57,176 @@ func DetectToolSyntax(src string) *ToolSyntax {
 	return nil
 }
 
-// ParseToolCalls reads text, an answer that starts with syn.Begin, as tool calls. It reports false when no
-// call could be read: the text is then an ordinary answer. tools are the request's tool definitions, whose
-// parameter types say how to read a GLM value.
-func (syn *ToolSyntax) ParseToolCalls(text string, tools []json.RawMessage) ([]ToolCall, bool) {
-	calls, ok := syn.parse(text, typesOf(tools))
-	if !ok || len(calls) == 0 {
-		return nil, false
+// ParseToolCalls reads text, an answer's tail that starts with syn.Begin, as tool calls, and returns them
+// with the text around them. It reports false when the text is not whole calls (a call cut off, one of a
+// tool not offered, markup that does not read): the text is then an ordinary answer. tools are the
+// request's tool definitions: the names a call may have, and the parameter types that say how to read a
+// GLM value.
+func (syn *ToolSyntax) ParseToolCalls(text string, tools []json.RawMessage) (calls []ToolCall, content string, ok bool) {
+	ts := toolSetOf(tools)
+	var rest strings.Builder
+	text = strings.TrimLeftFunc(text, unicode.IsSpace)
+	if syn.end != "" { // the calls' own brackets: text may follow the closing one (which may be left out)
+		text = strings.TrimPrefix(text, syn.Begin)
+		if i := strings.Index(text, syn.end); i >= 0 {
+			rest.WriteString(text[i+len(syn.end):])
+			text = text[:i]
+		}
 	}
-	for i := range calls {
-		calls[i].Type = "function"
+	for {
+		i := strings.Index(text, syn.open)
+		if i < 0 {
+			if syn.end != "" && strings.TrimSpace(text) != "" {
+				return nil, "", false // DeepSeek's brackets hold nothing but calls
+			}
+			rest.WriteString(text)
+			break
+		}
+		if syn.end != "" && strings.TrimSpace(text[:i]) != "" {
+			return nil, "", false
+		}
+		rest.WriteString(text[:i])
+		text = text[i+len(syn.open):]
+		j := strings.Index(text, syn.close)
+		if j < 0 {
+			return nil, "", false // cut off: not a call to run
+		}
+		c, ok := syn.call(text[:j], ts)
+		if !ok || !ts.offers(c.Function.Name) {
+			return nil, "", false
+		}
+		c.Type = "function"
+		calls = append(calls, c)
+		text = text[j+len(syn.close):]
 	}
-	return calls, true
+	if len(calls) == 0 {
+		return nil, "", false
+	}
+	return calls, strings.TrimSpace(rest.String()), true
 }
 
-// paramTypes is each tool's parameters' JSON schema types: name → parameter → type.
-type paramTypes map[string]map[string]string
+// toolSet is what the offered tools say about calls: their names, and which parameters are strings.
+type toolSet struct {
+	names   map[string]bool
+	strings map[string]map[string]bool // tool → parameter → its value is a string
+}
 
-func typesOf(tools []json.RawMessage) paramTypes {
-	types := paramTypes{}
+// offers reports whether a call may name name: any name when the tools named none.
+func (t toolSet) offers(name string) bool { return len(t.names) == 0 || t.names[name] }
+
+// schema is the part of a parameter's JSON schema that says whether it is a string.
+type schema struct {
+	Type  any      `json:"type"` // a name, or a list of names
+	AnyOf []schema `json:"anyOf"`
+	OneOf []schema `json:"oneOf"`
+	Enum  []any    `json:"enum"`
+}
+
+// isString reports whether a value of the schema is written as a string: its type, one of its types, or
+// one of its alternatives is "string", or its values are strings.
+func (s schema) isString() bool {
+	switch typ := s.Type.(type) {
+	case string:
+		return typ == "string"
+	case []any:
+		for _, t := range typ {
+			if t == "string" {
+				return true
+			}
+		}
+	}
+	for _, alt := range append(s.AnyOf, s.OneOf...) {
+		if alt.isString() {
+			return true
+		}
+	}
+	if len(s.Enum) == 0 {
+		return false
+	}
+	for _, v := range s.Enum {
+		if _, ok := v.(string); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func toolSetOf(tools []json.RawMessage) toolSet {
+	ts := toolSet{names: map[string]bool{}, strings: map[string]map[string]bool{}}
 	for _, raw := range tools {
 		var t struct {
 			Function struct {
 				Name       string `json:"name"`
 				Parameters struct {
-					Properties map[string]struct {
-						Type any `json:"type"` // a name, or a list of names
-					} `json:"properties"`
+					Properties map[string]schema `json:"properties"`
 				} `json:"parameters"`
 			} `json:"function"`
 		}
-		if json.Unmarshal(raw, &t) != nil {
+		if json.Unmarshal(raw, &t) != nil || t.Function.Name == "" {
 			continue
 		}
-		m := map[string]string{}
+		ts.names[t.Function.Name] = true
+		m := map[string]bool{}
 		for k, p := range t.Function.Parameters.Properties {
-			switch typ := p.Type.(type) {
-			case string:
-				m[k] = typ
-			case []any: // ["string"], as Ollama's clients send it
-				if s, ok := typ[0].(string); ok && len(typ) == 1 {
-					m[k] = s
-				}
-			}
+			m[k] = p.isString()
 		}
-		types[t.Function.Name] = m
+		ts.strings[t.Function.Name] = m
 	}
-	return types
-}
-
-// blocks splits text into the bodies between open and close (the last may be unclosed: the answer was cut
-// off or ended without it), failing when anything but whitespace lies outside them.
-func blocks(text, open, close string) ([]string, bool) {
-	var out []string
-	for {
-		text = strings.TrimLeftFunc(text, unicode.IsSpace)
-		if text == "" {
-			return out, true
-		}
-		if !strings.HasPrefix(text, open) {
-			return nil, false
-		}
-		text = text[len(open):]
-		i := strings.Index(text, close)
-		if i < 0 {
-			return append(out, text), true
-		}
-		out = append(out, text[:i])
-		text = text[i+len(close):]
-	}
-}
-
-func parseGLMCalls(text string, types paramTypes) ([]ToolCall, bool) {
-	bodies, ok := blocks(text, "<tool_call>", "</tool_call>")
-	if !ok {
-		return nil, false
-	}
-	var calls []ToolCall
-	for _, body := range bodies {
-		name, rest := body, ""
-		if i := strings.Index(body, "<arg_key>"); i >= 0 {
-			name, rest = body[:i], body[i:]
-		}
-		name = strings.TrimSpace(name)
-		if !isName(name) {
-			return nil, false
-		}
-		args := map[string]json.RawMessage{}
-		var keys []string
-		for rest = strings.TrimSpace(rest); rest != ""; rest = strings.TrimSpace(rest) {
-			k, after, ok := between(rest, "<arg_key>", "</arg_key>")
-			if !ok {
-				return nil, false
-			}
-			v, after2, ok := between(strings.TrimLeftFunc(after, unicode.IsSpace), "<arg_value>", "</arg_value>")
-			if !ok {
-				return nil, false
-			}
-			k = strings.TrimSpace(k)
-			if _, dup := args[k]; !dup {
-				keys = append(keys, k)
-			}
-			args[k] = glmValue(v, types[name][k])
-			rest = after2
-		}
-		calls = append(calls, ToolCall{Function: FunctionCall{Name: name, Arguments: objectOf(keys, args)}})
-	}
-	return calls, true
+	return ts
 }
 
 // isName reports whether s can be a function's name: not empty, no spaces, no markup.
 func isName(s string) bool {
-	return s != "" && strings.IndexFunc(s, unicode.IsSpace) < 0 && !strings.ContainsAny(s, "<>")
+	return s != "" && strings.IndexFunc(s, unicode.IsSpace) < 0 && !strings.ContainsAny(s, "<>{}")
+}
+
+func glmCall(body string, ts toolSet) (ToolCall, bool) {
+	name, rest := body, ""
+	if i := strings.Index(body, "<arg_key>"); i >= 0 {
+		name, rest = body[:i], body[i:]
+	}
+	name = strings.TrimSpace(name)
+	if !isName(name) {
+		return ToolCall{}, false
+	}
+	args := map[string]json.RawMessage{}
+	var keys []string
+	for rest = strings.TrimSpace(rest); rest != ""; rest = strings.TrimSpace(rest) {
+		k, after, ok := between(rest, "<arg_key>", "</arg_key>")
+		if !ok {
+			return ToolCall{}, false
+		}
+		v, after2, ok := between(strings.TrimLeftFunc(after, unicode.IsSpace), "<arg_value>", "</arg_value>")
+		if !ok {
+			return ToolCall{}, false
+		}
+		k = strings.TrimSpace(k)
+		if _, dup := args[k]; !dup {
+			keys = append(keys, k)
+		}
+		args[k] = glmValue(v, ts.strings[name][k])
+		rest = after2
+	}
+	return ToolCall{Function: FunctionCall{Name: name, Arguments: objectOf(keys, args)}}, true
+}
+
+// glmViable: the name, up to the first markup, has no space inside.
+func glmViable(after string) bool {
+	name, marked := after, false
+	if i := strings.IndexByte(after, '<'); i >= 0 {
+		name, marked = after[:i], true
+	}
+	if !marked && len(name) > 256 {
+		return false
+	}
+	name = strings.TrimSpace(name)
+	return name == "" || isName(name)
 }
 
 // glmValue reads a GLM argument value: the template writes a string as is and anything else as JSON, so a
 // value is JSON unless its parameter is a string or it is not valid JSON.
-func glmValue(v, typ string) json.RawMessage {
-	if typ != "string" {
+func glmValue(v string, str bool) json.RawMessage {
+	if !str {
 		if t := strings.TrimSpace(v); t != "" && json.Valid([]byte(t)) {
 			return json.RawMessage(t)
 		}
@@ -208,32 +265,32 @@ func objectOf(keys []string, args map[string]json.RawMessage) json.RawMessage {
 	return json.RawMessage(b.String())
 }
 
-func parseDeepSeekCalls(text string, _ paramTypes) ([]ToolCall, bool) {
-	text = strings.TrimPrefix(strings.TrimLeftFunc(text, unicode.IsSpace), dsCallsBegin)
-	if i := strings.Index(text, dsCallsEnd); i >= 0 {
-		if strings.TrimSpace(text[i+len(dsCallsEnd):]) != "" {
-			return nil, false
+func deepseekCall(body string, _ toolSet) (ToolCall, bool) {
+	name, args, ok := strings.Cut(body, dsSep)
+	name = strings.TrimSpace(name)
+	if name == "function" { // V3 and R1: NAME, then the arguments in a ```json block
+		var fence bool
+		name, args, fence = strings.Cut(strings.TrimLeftFunc(args, unicode.IsSpace), "\n")
+		name, args = strings.TrimSpace(name), strings.TrimSpace(args)
+		if !fence || !strings.HasPrefix(args, "```json") || !strings.HasSuffix(args, "```") || len(args) < len("```json```") {
+			return ToolCall{}, false
 		}
-		text = text[:i]
+		args = args[len("```json") : len(args)-len("```")]
 	}
-	bodies, ok := blocks(text, dsCallBegin, dsCallEnd)
+	if !ok || !isName(name) {
+		return ToolCall{}, false
+	}
+	obj, ok := argumentsObject(args)
 	if !ok {
-		return nil, false
+		return ToolCall{}, false
 	}
-	var calls []ToolCall
-	for _, body := range bodies {
-		name, args, ok := strings.Cut(body, dsSep)
-		name = strings.TrimSpace(name)
-		if !ok || !isName(name) {
-			return nil, false
-		}
-		obj, ok := argumentsObject(args)
-		if !ok {
-			return nil, false
-		}
-		calls = append(calls, ToolCall{Function: FunctionCall{Name: name, Arguments: obj}})
-	}
-	return calls, true
+	return ToolCall{Function: FunctionCall{Name: name, Arguments: obj}}, true
+}
+
+// deepseekViable: the calls' bracket is followed by a call's.
+func deepseekViable(after string) bool {
+	t := strings.TrimLeftFunc(after, unicode.IsSpace)
+	return strings.HasPrefix(t, dsCallBegin) || strings.HasPrefix(dsCallBegin, t)
 }
 
 // argumentsObject reads a call's arguments: a JSON object, or a JSON string holding one (the DeepSeek-V3.1
@@ -250,42 +307,46 @@ func argumentsObject(s string) (json.RawMessage, bool) {
 	return json.RawMessage(s), true
 }
 
-func parseHermesCalls(text string, _ paramTypes) ([]ToolCall, bool) {
-	bodies, ok := blocks(text, "<tool_call>", "</tool_call>")
-	if !ok {
-		return nil, false
+func hermesCall(body string, _ toolSet) (ToolCall, bool) {
+	var c struct {
+		Name       string          `json:"name"`
+		Arguments  json.RawMessage `json:"arguments"`
+		Parameters json.RawMessage `json:"parameters"` // what some models write instead
 	}
-	var calls []ToolCall
-	for _, body := range bodies {
-		var c struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		}
-		if json.Unmarshal([]byte(strings.TrimSpace(body)), &c) != nil || c.Name == "" {
-			return nil, false
-		}
-		obj := json.RawMessage("{}")
-		if len(c.Arguments) > 0 && string(c.Arguments) != "null" {
-			var ok bool
-			if obj, ok = argumentsObject(string(c.Arguments)); !ok {
-				return nil, false
-			}
-		}
-		calls = append(calls, ToolCall{Function: FunctionCall{Name: c.Name, Arguments: obj}})
+	if json.Unmarshal([]byte(strings.TrimSpace(body)), &c) != nil || !isName(c.Name) {
+		return ToolCall{}, false
 	}
-	return calls, true
+	args := c.Arguments
+	if len(args) == 0 {
+		args = c.Parameters
+	}
+	obj := json.RawMessage("{}")
+	if len(args) > 0 && string(args) != "null" {
+		var ok bool
+		if obj, ok = argumentsObject(string(args)); !ok {
+			return ToolCall{}, false
+		}
+	}
+	return ToolCall{Function: FunctionCall{Name: c.Name, Arguments: obj}}, true
+}
+
+// hermesViable: the call is a JSON object.
+func hermesViable(after string) bool {
+	t := strings.TrimLeftFunc(after, unicode.IsSpace)
+	return t == "" || t[0] == '{'
 }
 
 // ToolCallSplitter separates streamed answer text from the tool calls that follow it: text before the
 // syntax's Begin passes (a tail that could begin it, and trailing whitespace, are held back until the next
-// piece decides), text from Begin on is kept for Flush, which reads it as calls, or, when it holds none,
-// returns it as text.
+// piece decides); from Begin on, text is kept for Flush, which reads it as calls, unless what follows Begin
+// stops looking like a call, and then it passes too.
 type ToolCallSplitter struct {
-	syn     *ToolSyntax
-	tools   []json.RawMessage
-	pending string // a tail that may begin syn.Begin
-	calls   strings.Builder
-	in      bool
+	syn   *ToolSyntax
+	tools []json.RawMessage
+	held  string
+	in    bool // held is whitespace, Begin, and what followed
+	at    int  // where Begin starts in held
+	said  bool // text has passed
 }
 
 // NewToolCallSplitter starts a splitter for an answer to a request that offered tools.
@@ -295,37 +356,54 @@ func NewToolCallSplitter(syn *ToolSyntax, tools []json.RawMessage) *ToolCallSpli
 
 // Add takes the next piece of the answer and returns the text that is final.
 func (s *ToolCallSplitter) Add(text string) string {
-	if s.in {
-		s.calls.WriteString(text)
-		return ""
+	var out strings.Builder
+	s.held += text
+	begin := s.syn.Begin
+	for {
+		if !s.in {
+			i := strings.Index(s.held, begin)
+			if i < 0 {
+				keep := PartialSuffix(s.held, begin)
+				body := strings.TrimRightFunc(s.held[:len(s.held)-keep], unicode.IsSpace)
+				out.WriteString(body)
+				s.held = s.held[len(body):]
+				return s.pass(out.String())
+			}
+			body := strings.TrimRightFunc(s.held[:i], unicode.IsSpace)
+			out.WriteString(body)
+			s.held, s.in, s.at = s.held[len(body):], true, i-len(body)
+		}
+		after := s.held[s.at+len(begin):]
+		if strings.Contains(after, s.syn.close) || s.syn.viable(after) {
+			return s.pass(out.String()) // a call, or may still be one
+		}
+		// Not a call: its text passes, and a later Begin may still open one.
+		out.WriteString(s.held[:s.at+len(begin)])
+		s.held, s.in = after, false
 	}
-	s.pending += text
-	if i := strings.Index(s.pending, s.syn.Begin); i >= 0 {
-		out := strings.TrimRightFunc(s.pending[:i], unicode.IsSpace)
-		s.calls.WriteString(s.pending[len(out):]) // the whitespace too, should the calls not read
-		s.pending, s.in = "", true
-		return out
-	}
-	keep := PartialSuffix(s.pending, s.syn.Begin)
-	out := strings.TrimRightFunc(s.pending[:len(s.pending)-keep], unicode.IsSpace)
-	s.pending = s.pending[len(out):]
-	return out
 }
 
-// Flush ends the answer: it returns the text still held and the calls (the calls' text, and the whitespace
-// before it, dropped), or, when what followed Begin holds no call, that text.
+// pass returns text that goes out, noting whether any has.
+func (s *ToolCallSplitter) pass(text string) string {
+	s.said = s.said || text != ""
+	return text
+}
+
+// Flush ends the answer: it returns the text still held and the calls: the text after the calls (on a line
+// of its own after the text before them), or, when what followed Begin is not whole calls, that text.
 func (s *ToolCallSplitter) Flush() (string, []ToolCall) {
+	held := s.held
+	s.held = ""
 	if !s.in {
-		out := s.pending
-		s.pending = ""
-		return out, nil
+		return held, nil
 	}
-	text := s.calls.String()
-	s.calls.Reset()
 	s.in = false
-	calls, ok := s.syn.ParseToolCalls(text, s.tools)
+	calls, content, ok := s.syn.ParseToolCalls(held, s.tools)
 	if !ok {
-		return text, nil
+		return held, nil
 	}
-	return "", calls
+	if content != "" && s.said {
+		content = "\n" + content
+	}
+	return content, calls
 }

@@ -92,9 +92,9 @@ func TestToolCallsRoundTrip(t *testing.T) {
 				t.Fatalf("no calls in the rendering:\n%s", out)
 			}
 			text := out[i : j+len(c.end)]
-			got, ok := syn.ParseToolCalls(text, weatherTools)
-			if !ok {
-				t.Fatalf("calls not read from %q", text)
+			got, content, ok := syn.ParseToolCalls(text, weatherTools)
+			if !ok || content != "" {
+				t.Fatalf("calls not read from %q (content %q)", text, content)
 			}
 			checkCalls(t, got, calls)
 		})
@@ -105,52 +105,75 @@ func TestParseToolCalls(t *testing.T) {
 	weather := func(args string) []ToolCall {
 		return []ToolCall{{Function: FunctionCall{Name: "get_weather", Arguments: json.RawMessage(args)}}}
 	}
+	typed := append([]json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"typed","parameters":{"properties":{
+		"opt":{"type":["string","null"]},"any":{"anyOf":[{"type":"string"},{"type":"null"}]},"enum":{"enum":["1","2"]},"n":{"type":["integer","null"]},"bad":{"type":[]}}}}}`)},
+		weatherTools...)
 	cases := []struct {
-		name string
-		syn  *ToolSyntax
-		text string
-		want []ToolCall // nil: not calls
+		name    string
+		syn     *ToolSyntax
+		text    string
+		want    []ToolCall // nil: not calls
+		content string
 	}{
 		{"glm as generated", glmTools, "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>",
-			weather(`{"city":"Paris","days":3}`)},
+			weather(`{"city":"Paris","days":3}`), ""},
 		{"glm string parameter stays a string", glmTools, "<tool_call>get_weather<arg_key>zip</arg_key><arg_value>75001</arg_value></tool_call>",
-			weather(`{"zip":"75001"}`)},
+			weather(`{"zip":"75001"}`), ""},
+		{"glm a value over lines", glmTools, "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Saint\nDenis</arg_value></tool_call>",
+			weather(`{"city":"Saint\nDenis"}`), ""},
 		{"glm unknown parameter read as JSON", glmTools, "<tool_call>get_weather<arg_key>n</arg_key><arg_value>[1, 2]</arg_value></tool_call>",
-			weather(`{"n":[1,2]}`)},
+			weather(`{"n":[1,2]}`), ""},
 		{"glm text not JSON is a string", glmTools, "<tool_call>get_weather<arg_key>days</arg_key><arg_value>three</arg_value></tool_call>",
-			weather(`{"days":"three"}`)},
-		{"glm no arguments", glmTools, "<tool_call>get_weather</tool_call>", weather(`{}`)},
-		{"glm cut off after a whole call", glmTools, "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value>", weather(`{"city":"Oslo"}`)},
-		{"glm cut off inside a value", glmTools, "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Os", nil},
-		{"glm no name", glmTools, "<tool_call><arg_key>a</arg_key><arg_value>1</arg_value></tool_call>", nil},
-		{"glm prose", glmTools, "<tool_call>I would call it</tool_call>", nil},
-		{"glm text after the calls", glmTools, "<tool_call>get_weather</tool_call> and then", nil},
+			weather(`{"days":"three"}`), ""},
+		{"glm no arguments", glmTools, "<tool_call>get_weather</tool_call>", weather(`{}`), ""},
+		{"glm text after the calls", glmTools, "<tool_call>get_weather</tool_call>\nI will wait.", weather(`{}`), "I will wait."},
+		{"glm cut off after a whole value", glmTools, "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value>", nil, ""},
+		{"glm cut off inside a value", glmTools, "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Os", nil, ""},
+		{"glm a tool not offered", glmTools, "<tool_call>get_time</tool_call>", nil, ""},
+		{"glm no name", glmTools, "<tool_call><arg_key>a</arg_key><arg_value>1</arg_value></tool_call>", nil, ""},
+		{"glm prose", glmTools, "<tool_call>I would call it</tool_call>", nil, ""},
 		{"deepseek", deepseekTools, dsCallsBegin + dsCallBegin + "get_weather" + dsSep + `{"city": "Paris"}` + dsCallEnd + dsCallsEnd,
-			weather(`{"city":"Paris"}`)},
+			weather(`{"city":"Paris"}`), ""},
 		{"deepseek arguments as a JSON string", deepseekTools, dsCallsBegin + dsCallBegin + "get_weather" + dsSep + `"{\"city\": \"Paris\"}"` + dsCallEnd + dsCallsEnd,
-			weather(`{"city":"Paris"}`)},
-		{"deepseek without the closing marker", deepseekTools, dsCallsBegin + dsCallBegin + "get_weather" + dsSep + `{"city": "Paris"}` + dsCallEnd,
-			weather(`{"city":"Paris"}`)},
-		{"deepseek arguments not an object", deepseekTools, dsCallsBegin + dsCallBegin + "get_weather" + dsSep + `[1]` + dsCallEnd + dsCallsEnd, nil},
-		{"hermes", hermesTools, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", weather(`{"city":"Paris"}`)},
-		{"hermes no arguments", hermesTools, `<tool_call>{"name": "get_weather"}</tool_call>`, weather(`{}`)},
-		{"hermes not JSON", hermesTools, `<tool_call>get_weather(city="Paris")</tool_call>`, nil},
+			weather(`{"city":"Paris"}`), ""},
+		{"deepseek without the closing bracket", deepseekTools, dsCallsBegin + dsCallBegin + "get_weather" + dsSep + `{"city": "Paris"}` + dsCallEnd,
+			weather(`{"city":"Paris"}`), ""},
+		{"deepseek V3 and R1", deepseekTools, dsCallsBegin + dsCallBegin + "function" + dsSep + "get_weather\n```json\n{\"city\": \"Paris\"}\n```" + dsCallEnd + dsCallsEnd,
+			weather(`{"city":"Paris"}`), ""},
+		{"deepseek cut off", deepseekTools, dsCallsBegin + dsCallBegin + "get_weather" + dsSep + `{"city": "Par`, nil, ""},
+		{"deepseek arguments not an object", deepseekTools, dsCallsBegin + dsCallBegin + "get_weather" + dsSep + `[1]` + dsCallEnd + dsCallsEnd, nil, ""},
+		{"deepseek text inside the brackets", deepseekTools, dsCallsBegin + "so" + dsCallBegin + "get_weather" + dsSep + `{}` + dsCallEnd + dsCallsEnd, nil, ""},
+		{"hermes", hermesTools, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", weather(`{"city":"Paris"}`), ""},
+		{"hermes parameters for arguments", hermesTools, `<tool_call>{"name": "get_weather", "parameters": {"city": "P"}}</tool_call>`, weather(`{"city":"P"}`), ""},
+		{"hermes no arguments", hermesTools, `<tool_call>{"name": "get_weather"}</tool_call>`, weather(`{}`), ""},
+		{"hermes text after", hermesTools, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>\nI will wait.", weather(`{}`), "I will wait."},
+		{"hermes not JSON", hermesTools, `<tool_call>get_weather(city="Paris")</tool_call>`, nil, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, ok := c.syn.ParseToolCalls(c.text, weatherTools)
+			got, content, ok := c.syn.ParseToolCalls(c.text, weatherTools)
 			if c.want == nil {
 				if ok {
 					t.Fatalf("read %+v from %q, want no calls", got, c.text)
 				}
 				return
 			}
-			if !ok {
-				t.Fatalf("no calls read from %q", c.text)
+			if !ok || content != c.content {
+				t.Fatalf("from %q: calls %v, content %q; want content %q", c.text, ok, content, c.content)
 			}
 			checkCalls(t, got, c.want)
 		})
 	}
+
+	t.Run("glm schema types", func(t *testing.T) {
+		text := "<tool_call>typed<arg_key>opt</arg_key><arg_value>75001</arg_value><arg_key>any</arg_key><arg_value>true</arg_value>" +
+			"<arg_key>enum</arg_key><arg_value>1</arg_value><arg_key>n</arg_key><arg_value>7</arg_value><arg_key>bad</arg_key><arg_value>null</arg_value></tool_call>"
+		got, _, ok := glmTools.ParseToolCalls(text, typed)
+		if !ok {
+			t.Fatal("not read")
+		}
+		checkCalls(t, got, []ToolCall{{Function: FunctionCall{Name: "typed", Arguments: json.RawMessage(`{"opt":"75001","any":"true","enum":"1","n":7,"bad":null}`)}}})
+	})
 }
 
 // TestToolCallSplitter feeds answers in every split into pieces that a stream could bring.
@@ -165,6 +188,9 @@ func TestToolCallSplitter(t *testing.T) {
 		{"two calls", call + "\n" + call, "", 2},
 		{"no call", "It is sunny <tool in Paris.  ", "It is sunny <tool in Paris.  ", 0},
 		{"a call that does not read", "Sure: <tool_call>not a call", "Sure: <tool_call>not a call", 0},
+		{"text after the calls", call + " Done.", "Done.", 1},
+		{"text around the calls", "Let me look. " + call + " Done. ", "Let me look.\nDone.", 1},
+		{"a call cut off", "Sure: " + call[:40], "Sure: " + call[:40], 0},
 		{"a marker's beginning at the end", "Sure <tool_ca", "Sure <tool_ca", 0},
 	}
 	for _, c := range cases {
@@ -185,25 +211,22 @@ func TestToolCallSplitter(t *testing.T) {
 
 func FuzzParseToolCalls(f *testing.F) {
 	f.Add("<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>")
-	f.Add(dsCallsBegin + dsCallBegin + "f" + dsSep + `{"a":1}` + dsCallEnd + dsCallsEnd)
-	f.Add(`<tool_call>{"name": "f", "arguments": "{\"a\": [1]}"}</tool_call>`)
+	f.Add("Sure. " + dsCallsBegin + dsCallBegin + "get_weather" + dsSep + `{"a":1}` + dsCallEnd + dsCallsEnd + " Done.")
+	f.Add(`<tool_call>{"name": "search", "arguments": "{\"a\": [1]}"}</tool_call>`)
 	f.Fuzz(func(t *testing.T, text string) {
 		for _, syn := range []*ToolSyntax{glmTools, deepseekTools, hermesTools} {
-			calls, ok := syn.ParseToolCalls(text, weatherTools)
-			if !ok {
-				continue
-			}
+			calls, _, ok := syn.ParseToolCalls(text, weatherTools)
 			for _, c := range calls {
 				var obj map[string]any
-				if c.Function.Name == "" || c.Type != "function" || json.Unmarshal(c.Function.Arguments, &obj) != nil {
+				if !ok || c.Type != "function" || (c.Function.Name != "get_weather" && c.Function.Name != "search") || json.Unmarshal(c.Function.Arguments, &obj) != nil {
 					t.Fatalf("%s read %q as %+v", syn.Name, text, c)
 				}
 			}
 			s := NewToolCallSplitter(syn, weatherTools)
 			got := s.Add(text)
-			rest, _ := s.Flush()
-			if !strings.HasPrefix(text, got) || (rest != "" && !strings.HasSuffix(text, rest)) {
-				t.Fatalf("%s split %q into %q and %q", syn.Name, text, got, rest)
+			rest, found := s.Flush()
+			if !strings.HasPrefix(text, got) || (len(found) == 0 && got+rest != text) {
+				t.Fatalf("%s split %q into %q, %q and %d calls", syn.Name, text, got, rest, len(found))
 			}
 		}
 	})

@@ -203,6 +203,9 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 		rest, found := calls.Flush()
 		c, res.toolCalls = c+rest, found
 	}
+	if first && (r != "" || c != "" || len(res.toolCalls) > 0) { // the first of the answer: text or calls
+		s.metrics.ttft.Observe(time.Since(req.arrived).Seconds())
+	}
 	if r != "" || c != "" {
 		if err := emit(piece{reasoning: r, content: c}); err != nil {
 			return nil, err

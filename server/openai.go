@@ -127,7 +127,7 @@ type chatCompletion struct {
 
 type chatChoice struct {
 	Index        int          `json:"index"`
-	Message      *chatMessage `json:"message,omitempty"`
+	Message      *fullMessage `json:"message,omitempty"`
 	Delta        *chatMessage `json:"delta,omitempty"`
 	Text         *string      `json:"text,omitempty"` // text completions
 	FinishReason *string      `json:"finish_reason"`
@@ -137,6 +137,15 @@ type chatChoice struct {
 type chatMessage struct {
 	Role             string           `json:"role,omitempty"`
 	Content          *string          `json:"content,omitempty"`
+	ReasoningContent string           `json:"reasoning_content,omitempty"`
+	ToolCalls        []openAIToolCall `json:"tool_calls,omitempty"`
+}
+
+// fullMessage is a whole answer's message: content is there, null beside
+// tool calls, as OpenAI writes it (a delta leaves out what it lacks).
+type fullMessage struct {
+	Role             string           `json:"role"`
+	Content          *string          `json:"content"`
 	ReasoningContent string           `json:"reasoning_content,omitempty"`
 	ToolCalls        []openAIToolCall `json:"tool_calls,omitempty"`
 }
@@ -223,7 +232,7 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 			s.failed(w, r, err, openAIErrors)
 			return
 		}
-		msg := &chatMessage{Role: "assistant", Content: &all.content, ReasoningContent: all.reasoning}
+		msg := &fullMessage{Role: "assistant", Content: &all.content, ReasoningContent: all.reasoning}
 		if len(res.toolCalls) > 0 {
 			msg.ToolCalls, res.reason = openAICalls(res.toolCalls, false), "tool_calls"
 			if all.content == "" {

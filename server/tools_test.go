@@ -52,6 +52,19 @@ func TestOpenAIToolCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	t.Run("content null beside the calls", func(t *testing.T) {
+		ts := startServer(t, Config{Model: toolModel(t, "</think>"+glmCall)})
+		var resp struct {
+			Choices []struct {
+				Message map[string]json.RawMessage `json:"message"`
+			} `json:"choices"`
+		}
+		postJSON(t, ts.url+"/v1/chat/completions", toolsRequest, 200, &resp)
+		if c, ok := resp.Choices[0].Message["content"]; !ok || string(c) != "null" {
+			t.Errorf("content %q (present %v), want null", c, ok)
+		}
+	})
+
 	check := func(t *testing.T, c openai.ChatCompletionChoice) {
 		t.Helper()
 		if c.FinishReason != "tool_calls" || c.Message.Content != "Let me look." {
@@ -124,9 +137,10 @@ func TestOllamaToolCalls(t *testing.T) {
 }
 
 // TestToolCallsStayText: without tools in the request, or with an answer
-// whose markup holds no call, the text is the answer.
+// whose markup holds no whole call, the text is the answer.
 func TestToolCallsStayText(t *testing.T) {
 	for _, c := range []struct{ name, answer, body string }{
+		{"a call cut off", "</think>" + glmCall, strings.Replace(toolsRequest, `"tools":`, `"max_tokens":40,"tools":`, 1)},
 		{"no tools offered", "</think>" + glmCall, `{"messages":[{"role":"user","content":"Weather in Paris?"}]}`},
 		{"not a call", "</think>Use <tool_call>a b c</tool_call>.", toolsRequest},
 		{"tool_choice none", "</think>" + glmCall, strings.Replace(toolsRequest, `"tools":`, `"tool_choice":"none","tools":`, 1)},
@@ -144,8 +158,15 @@ func TestToolCallsStayText(t *testing.T) {
 			}
 			postJSON(t, ts.url+"/v1/chat/completions", c.body, 200, &resp)
 			got := resp.Choices[0]
-			if want := strings.TrimPrefix(c.answer, "</think>"); got.Message.Content != want || len(got.Message.ToolCalls) != 0 || got.FinishReason != "stop" {
-				t.Errorf("content %q, %d calls, finish %q; want the text %q", got.Message.Content, len(got.Message.ToolCalls), got.FinishReason, want)
+			want, finish := strings.TrimPrefix(c.answer, "</think>"), "stop"
+			if strings.Contains(c.body, "max_tokens") {
+				want, finish = got.Message.Content, "length"
+				if !strings.HasPrefix(glmCall, want) || len(want) < len("<tool_call>get_weather") || want == glmCall {
+					t.Errorf("content %q is not the call's beginning", want)
+				}
+			}
+			if got.Message.Content != want || len(got.Message.ToolCalls) != 0 || got.FinishReason != finish {
+				t.Errorf("content %q, %d calls, finish %q; want the text %q, %s", got.Message.Content, len(got.Message.ToolCalls), got.FinishReason, want, finish)
 			}
 		})
 	}
