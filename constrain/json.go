@@ -1,0 +1,266 @@
+// Package constrain limits what a model may write next, so that its answer
+// has a given form: JSON mode (Ollama's format "json", OpenAI's
+// response_format json_object), as llama.cpp's JSON grammar does.
+package constrain
+
+// JSON recognises a JSON object byte by byte: Feed refuses the first byte
+// that cannot continue one, and Done reports that the object is whole. A
+// string's bytes are not checked as UTF-8 (a token may hold part of a
+// character). Whitespace runs are at most MaxSpace bytes, so that a model
+// cannot pad forever, and containers nest at most MaxDepth deep.
+type JSON struct {
+	mode  mode
+	key   bool  // the string being read is an object's key
+	hex   uint8 // \u digits still to come
+	lit   uint8 // the literal being matched (literals) and how far (pos)
+	pos   uint8
+	space uint8 // whitespace bytes in a row
+	depth uint8
+	stack [MaxDepth]byte // '{' or '[' for each open container
+}
+
+// The limits JSON keeps.
+const (
+	MaxSpace = 32
+	MaxDepth = 64
+)
+
+type mode uint8
+
+const (
+	mStart      mode = iota // before the object
+	mValue                  // a value must start
+	mValueOrEnd             // after '[': a value or ']'
+	mKeyOrEnd               // after '{': a key or '}'
+	mKey                    // after ',' in an object: a key
+	mColon                  // after a key
+	mAfter                  // after a value: ',' or the container's end
+	mString                 // inside a string
+	mEscape                 // after '\' in a string
+	mUnicode                // in \uXXXX
+	mMinus                  // after '-': a digit
+	mZero                   // a leading 0
+	mInt                    // integer digits
+	mDot                    // after '.': a digit
+	mFrac                   // fraction digits
+	mExp                    // after 'e': a sign or a digit
+	mExpSign                // after the exponent's sign: a digit
+	mExpDigits              // exponent digits
+	mLiteral                // inside true, false or null
+	mDone                   // the object is whole
+)
+
+var literals = [...]string{"true", "false", "null"}
+
+// Done reports whether the object is whole.
+func (j *JSON) Done() bool { return j.mode == mDone }
+
+// FeedString feeds s's bytes, reporting whether all were accepted (j is
+// then past them; otherwise j is left where the refused byte found it).
+func (j *JSON) FeedString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !j.Feed(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+func isHex(c byte) bool   { return isDigit(c) || 'a' <= c|0x20 && c|0x20 <= 'f' }
+
+// Feed takes the next byte, reporting whether it can continue the object.
+func (j *JSON) Feed(c byte) bool {
+	switch j.mode {
+	case mStart, mValue, mValueOrEnd, mKeyOrEnd, mKey, mColon, mAfter:
+		if isSpace(c) {
+			j.space++
+			return j.space <= MaxSpace
+		}
+		j.space = 0
+	}
+	switch j.mode {
+	case mStart:
+		return c == '{' && j.push(c)
+	case mValue:
+		return j.value(c)
+	case mValueOrEnd:
+		if c == ']' {
+			return j.pop()
+		}
+		return j.value(c)
+	case mKeyOrEnd:
+		if c == '}' {
+			return j.pop()
+		}
+		fallthrough
+	case mKey:
+		if c != '"' {
+			return false
+		}
+		j.mode, j.key = mString, true
+	case mColon:
+		if c != ':' {
+			return false
+		}
+		j.mode = mValue
+	case mAfter:
+		top := j.stack[j.depth-1]
+		switch {
+		case c == ',' && top == '{':
+			j.mode = mKey
+		case c == ',':
+			j.mode = mValue
+		case c == '}' && top == '{', c == ']' && top == '[':
+			return j.pop()
+		default:
+			return false
+		}
+	case mString:
+		switch {
+		case c == '"':
+			if j.key {
+				j.mode, j.key = mColon, false
+			} else {
+				j.mode = mAfter
+			}
+		case c == '\\':
+			j.mode = mEscape
+		case c < 0x20:
+			return false
+		}
+	case mEscape:
+		switch c {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			j.mode = mString
+		case 'u':
+			j.mode, j.hex = mUnicode, 4
+		default:
+			return false
+		}
+	case mUnicode:
+		if !isHex(c) {
+			return false
+		}
+		if j.hex--; j.hex == 0 {
+			j.mode = mString
+		}
+	case mMinus:
+		switch {
+		case c == '0':
+			j.mode = mZero
+		case isDigit(c):
+			j.mode = mInt
+		default:
+			return false
+		}
+	case mZero, mInt:
+		switch {
+		case isDigit(c) && j.mode == mInt:
+		case c == '.':
+			j.mode = mDot
+		case c == 'e' || c == 'E':
+			j.mode = mExp
+		default:
+			return j.endNumber(c)
+		}
+	case mDot:
+		if !isDigit(c) {
+			return false
+		}
+		j.mode = mFrac
+	case mFrac:
+		switch {
+		case isDigit(c):
+		case c == 'e' || c == 'E':
+			j.mode = mExp
+		default:
+			return j.endNumber(c)
+		}
+	case mExp:
+		switch {
+		case c == '+' || c == '-':
+			j.mode = mExpSign
+		case isDigit(c):
+			j.mode = mExpDigits
+		default:
+			return false
+		}
+	case mExpSign:
+		if !isDigit(c) {
+			return false
+		}
+		j.mode = mExpDigits
+	case mExpDigits:
+		if !isDigit(c) {
+			return j.endNumber(c)
+		}
+	case mLiteral:
+		lit := literals[j.lit]
+		if c != lit[j.pos] {
+			return false
+		}
+		if j.pos++; int(j.pos) == len(lit) {
+			j.mode = mAfter
+		}
+	case mDone:
+		return false
+	}
+	return true
+}
+
+// value starts a value with c.
+func (j *JSON) value(c byte) bool {
+	switch {
+	case c == '{' || c == '[':
+		return j.push(c)
+	case c == '"':
+		j.mode, j.key = mString, false
+	case c == '-':
+		j.mode = mMinus
+	case c == '0':
+		j.mode = mZero
+	case isDigit(c):
+		j.mode = mInt
+	default:
+		for i, lit := range literals {
+			if c == lit[0] {
+				j.mode, j.lit, j.pos = mLiteral, uint8(i), 1
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// endNumber ends a number (only a byte that cannot continue it does) and
+// reads c after it.
+func (j *JSON) endNumber(c byte) bool {
+	j.mode = mAfter
+	return j.Feed(c)
+}
+
+func (j *JSON) push(c byte) bool {
+	if j.depth == MaxDepth {
+		return false
+	}
+	j.stack[j.depth] = c
+	j.depth++
+	if c == '{' {
+		j.mode = mKeyOrEnd
+	} else {
+		j.mode = mValueOrEnd
+	}
+	return true
+}
+
+func (j *JSON) pop() bool {
+	if j.depth--; j.depth == 0 {
+		j.mode = mDone
+	} else {
+		j.mode = mAfter
+	}
+	return true
+}

@@ -1,0 +1,97 @@
+package constrain
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// feed feeds s to a fresh recognizer: how many bytes it took, and whether the object is whole.
+func feed(s string) (int, bool) {
+	var j JSON
+	for i := 0; i < len(s); i++ {
+		if !j.Feed(s[i]) {
+			return i, false
+		}
+	}
+	return len(s), j.Done()
+}
+
+func TestJSON(t *testing.T) {
+	cases := []struct {
+		text  string
+		taken int // bytes accepted; -1: all
+		done  bool
+	}{
+		{`{}`, -1, true},
+		{` {"a": 1, "b": [true, false, null, -0.5e+3, "x\"\u00e9\n"], "c": {"d": []}}`, -1, true},
+		{`{"a":1}`, -1, true},
+		{`{"a": "café"}`, -1, true},
+		{`{"a": 1`, -1, false},        // a prefix: more to come
+		{`{"a": 12.`, -1, false},      // a number may go on
+		{`[1]`, 0, false},             // the answer is an object
+		{`"text"`, 0, false},          // the same
+		{`Sure! {}`, 0, false},        // nothing before it
+		{`{}}`, 2, false},             // nothing after it
+		{`{} `, 2, false},             // not even space
+		{`{"a": 01}`, 7, false},       // no leading zeros
+		{`{"a": tru}`, 9, false},      // literals whole
+		{`{"a": 1,}`, 8, false},       // no trailing comma
+		{`{a: 1}`, 1, false},          // keys are strings
+		{`{"a" 1}`, 5, false},         // a colon after a key
+		{`{"a": "b` + "\n", 8, false}, // control characters escaped
+		{`{"a": "\x"}`, 8, false},     // only JSON's escapes
+		{`{"a": "\u12G4"}`, 11, false},
+		{`{"a": [}`, 7, false}, // brackets match
+		{`{"a": -}`, 7, false},
+		{`{"a": 1e}`, 8, false},
+		{`{"a":` + strings.Repeat(" ", MaxSpace) + `1}`, -1, true},
+		{`{"a":` + strings.Repeat(" ", MaxSpace+1) + `1}`, 5 + MaxSpace, false},
+		{`{"a":` + strings.Repeat("[", MaxDepth-1) + strings.Repeat("]", MaxDepth-1) + `}`, -1, true},
+		{`{"a":` + strings.Repeat("[", MaxDepth), 5 + MaxDepth - 1, false},
+	}
+	for _, c := range cases {
+		taken, done := feed(c.text)
+		want := c.taken
+		if want < 0 {
+			want = len(c.text)
+		}
+		if taken != want || done != c.done {
+			t.Errorf("%q: took %d bytes, done %v; want %d, %v", c.text, taken, done, want, c.done)
+		}
+	}
+}
+
+// FuzzJSON holds the recognizer to encoding/json: a text it takes whole is valid JSON, an object, and
+// a valid object within its limits it takes whole.
+func FuzzJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a": [1, 2.5e-3, "x\u0041", {"b": null}], "c": true}`, `{"a": 01}`, `[1]`, `{"a": "\q"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if strings.Count(s, "{")+strings.Count(s, "[") > MaxDepth || strings.Contains(s, strings.Repeat(" ", MaxSpace+1)) {
+			return // past the limits
+		}
+		_, done := feed(s)
+		trimmed := strings.TrimLeft(s, " \t\n\r")
+		want := json.Valid([]byte(s)) && strings.HasPrefix(trimmed, "{") && strings.HasSuffix(s, "}") && !hasLongSpace(s)
+		if done != want {
+			t.Fatalf("%q: whole %v, encoding/json says %v", s, done, want)
+		}
+	})
+}
+
+// hasLongSpace reports a run of whitespace of any kind longer than MaxSpace.
+func hasLongSpace(s string) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		if isSpace(s[i]) {
+			if run++; run > MaxSpace {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	return false
+}
