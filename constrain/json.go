@@ -4,7 +4,8 @@
 package constrain
 
 // JSON recognises a JSON object byte by byte: Feed refuses the first byte
-// that cannot continue one, and Done reports that the object is whole. A
+// that cannot continue one, and Done reports that the object is whole. It
+// starts with its '{' and ends with its '}', nothing around them. A
 // string's bytes are not checked as UTF-8 (a token may hold part of a
 // character). Whitespace runs are at most MaxSpace bytes, so that a model
 // cannot pad forever, and containers nest at most MaxDepth deep.
@@ -73,7 +74,7 @@ func isHex(c byte) bool   { return isDigit(c) || 'a' <= c|0x20 && c|0x20 <= 'f' 
 // Feed takes the next byte, reporting whether it can continue the object.
 func (j *JSON) Feed(c byte) bool {
 	switch j.mode {
-	case mStart, mValue, mValueOrEnd, mKeyOrEnd, mKey, mColon, mAfter:
+	case mValue, mValueOrEnd, mKeyOrEnd, mKey, mColon, mAfter: // not before the object, as llama.cpp's grammar
 		if isSpace(c) {
 			j.space++
 			return j.space <= MaxSpace

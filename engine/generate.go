@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -16,6 +17,9 @@ const (
 	StopLength    = "length"    // MaxTokens were generated
 	StopCancelled = "cancelled" // the context was cancelled
 	StopContext   = "context"   // the model's context is full
+	// StopConstraint: the request's Constraint allowed no token (a JSON
+	// object was whole and the model has no end-of-generation token).
+	StopConstraint = "constraint"
 )
 
 // PrefillChunk is the most prompt tokens Generate gives the model in one
@@ -30,6 +34,18 @@ type Request struct {
 	Stop      [][]int32 // token sequences that end the output (not emitted)
 	EOG       []int32   // end-of-generation ids (not emitted)
 	Sampler   SamplerOptions
+	// Constraint, when set, says which tokens may come next (structured
+	// output): each step samples from the logits, and when the token is not
+	// allowed, again with every token it does not allow removed.
+	Constraint Constraint
+}
+
+// Constraint limits what a generation may write next.
+type Constraint interface {
+	// Allow reports whether id may come next.
+	Allow(id int32) bool
+	// Accept moves past id, an allowed token that was generated.
+	Accept(id int32)
 }
 
 // Token is one generated token, streamed once it is certain to be output:
@@ -138,10 +154,10 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 	// A Drawing model draws sampled tokens the same way, with the
 	// sampler's numbers.
 	g, fast := m.(Greedy)
-	fast = fast && req.Sampler.PlainGreedy()
+	fast = fast && req.Sampler.PlainGreedy() && req.Constraint == nil
 	pipe, _ := m.(Pipelined)
 	queue := func(toks []int32) (backend.Pending, error) { return pipe.StartArgmax(toks) }
-	if d, ok := req.Sampler.Draw(); ok {
+	if d, ok := req.Sampler.Draw(); ok && req.Constraint == nil {
 		if dm, ok := m.(Drawing); ok && dm.CanDraw() {
 			fast, pipe = true, dm
 			queue = func(toks []int32) (backend.Pending, error) {
@@ -221,6 +237,19 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 		}
 		if !fast {
 			tok = s.Sample(logits, history)
+			if c := req.Constraint; c != nil {
+				if !c.Allow(tok) {
+					for id := range logits {
+						if !c.Allow(int32(id)) {
+							logits[id] = float32(math.Inf(-1))
+						}
+					}
+					if tok = s.Sample(logits, history); !c.Allow(tok) {
+						return finish(StopConstraint) // nothing may come
+					}
+				}
+				c.Accept(tok)
+			}
 		}
 		history = append(history, tok)
 		if res.Generated++; res.Generated == 1 {

@@ -402,3 +402,36 @@ func TestPrefillPasses(t *testing.T) {
 		t.Errorf("emitted %v, want %v", got, want)
 	}
 }
+
+// evens allows even tokens but 0 (and, once done is set, nothing), noting what it accepts.
+type evens struct {
+	accepted []int32
+	done     bool
+}
+
+func (e *evens) Allow(id int32) bool { return !e.done && id > 0 && id%2 == 0 }
+func (e *evens) Accept(id int32)     { e.accepted = append(e.accepted, id) }
+
+func TestGenerateConstraint(t *testing.T) {
+	// The script peaks at odd tokens but the third: greedy decoding under the
+	// constraint takes the best allowed token instead (2: every other logit
+	// is -1, the first wins), and the peak where it is allowed.
+	f := &fakeModel{vocab: 10, ctx: 64, script: []int32{3, 5, 4, 7}}
+	c := &evens{}
+	var got []emission
+	res, err := Generate(context.Background(), f, Request{Prompt: []int32{1}, MaxTokens: 4, Constraint: c}, collect(f, &got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int32{2, 2, 4, 2}; !slices.Equal(idsOf(got), want) || !slices.Equal(c.accepted, want) || res.StopReason != StopLength {
+		t.Errorf("emitted %v, accepted %v, stop %s; want %v twice, length", idsOf(got), c.accepted, res.StopReason, want)
+	}
+
+	// A constraint that allows nothing ends the output.
+	f = &fakeModel{vocab: 10, ctx: 64, script: []int32{4}}
+	got = nil
+	res, err = Generate(context.Background(), f, Request{Prompt: []int32{1}, MaxTokens: 4, Constraint: &evens{done: true}}, collect(f, &got))
+	if err != nil || len(got) != 0 || res.StopReason != StopConstraint {
+		t.Errorf("emitted %v, stop %s, error %v; want nothing, constraint", idsOf(got), res.StopReason, err)
+	}
+}

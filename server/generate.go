@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/latent-ai/latent/chat"
+	"github.com/latent-ai/latent/constrain"
 	"github.com/latent-ai/latent/engine"
 )
 
@@ -28,6 +29,8 @@ type genRequest struct {
 	// how the model's template writes calls (nil: calls stay text).
 	tools      []json.RawMessage
 	toolSyntax *chat.ToolSyntax
+	// json asks for an answer that is one JSON object (constrain.JSON).
+	json bool
 }
 
 // genResult is how a generation ended and what it cost: the engine's
@@ -159,6 +162,9 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 		}
 	}
 	ereq := engine.Request{Prompt: ids, MaxTokens: req.maxTokens, EOG: m.Tokenizer.EOG(), Sampler: req.sampler}
+	if req.json {
+		ereq.Constraint = constrain.NewJSONTokens(m.Tokenizer)
+	}
 	out, err := s.session.Generate(gctx, ereq, func(t engine.Token) error {
 		if stopped {
 			return nil
@@ -186,7 +192,7 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 		return nil, ctx.Err()
 	case writeErr != nil:
 		return nil, writeErr
-	case out.StopReason == engine.StopEOS || out.StopReason == engine.StopSequence:
+	case out.StopReason == engine.StopEOS || out.StopReason == engine.StopSequence || out.StopReason == engine.StopConstraint:
 		res.reason = "stop"
 	default:
 		res.reason = "length"

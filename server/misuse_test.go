@@ -66,7 +66,8 @@ func TestBadInputs(t *testing.T) {
 		{"presence penalty past 2", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"presence_penalty":3}`, 400, "presence_penalty", "presence_penalty 3 is outside [-2, 2]", ""},
 		{"frequency penalty a string", "/v1/completions", `{"prompt":"hi","frequency_penalty":"x"}`, 400, "frequency_penalty", "frequency_penalty must be a number", ""},
 		{"response format not an object", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":"json"}`, 400, "response_format", "response_format must be an object, not a string", ""},
-		{"json response format", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}`, 400, "response_format", "not supported", ""},
+		{"json schema response format", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}}`, 400, "response_format", "not supported", ""},
+		{"json with thinking", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"},"chat_template_kwargs":{"enable_thinking":true}}`, 400, "chat_template_kwargs", "thinking with a JSON answer is not supported", ""},
 		{"prompt longer than the context", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + long + `"}]}`, 400, "", "more than fit in the context of 64", "context_length_exceeded"},
 		{"prompt too many bytes to tokenize", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + strings.Repeat("ab cd ", 1<<18) + `"}]}`, 400, "",
 			"bytes are at least", "context_length_exceeded"},
@@ -150,7 +151,9 @@ func TestBadInputs(t *testing.T) {
 		{"seed past 64 bits", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"seed":9223372036854775808}}`, "options.seed: 9223372036854775808 is outside [-9223372036854775808, 9223372036854775807]"},
 		{"top_k past 32 bits", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"options":{"top_k":5e9}}`, "options.top_k: 5e9 is outside [-2147483648, 2147483647]"},
 		{"images", "/api/generate", `{"prompt":"x","images":["aGk="]}`, "images are not supported"},
-		{"format", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"format":"json"}`, "format"},
+		{"format schema", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"format":{"type":"object"}}`, "a JSON schema is not supported"},
+		{"format not json", "/api/generate", `{"prompt":"x","format":"yaml"}`, `format must be "json" or a JSON schema`},
+		{"format with think", "/api/chat", `{"messages":[{"role":"user","content":"x"}],"format":"json","think":true}`, "does not support thinking"},
 		{"too long", "/api/generate", `{"prompt":"` + long + `","raw":true}`, "more than fit in the context of 64"},
 	}
 	for _, tc := range ollama {

@@ -195,11 +195,18 @@ func parseThink(raw json.RawMessage) (map[string]any, error) {
 	return nil, badRequest("think", "think must be true, false, \"high\", \"medium\" or \"low\"")
 }
 
-func checkFormat(raw json.RawMessage) error {
-	if f := string(bytes.TrimSpace(raw)); f != "" && f != "null" && f != `""` {
-		return badRequest("format", "structured output (format) is not supported")
+// jsonFormat reads Ollama's format: "json" asks for an answer that is one
+// JSON object; a JSON schema is refused.
+func jsonFormat(raw json.RawMessage) (bool, error) {
+	switch f := string(bytes.TrimSpace(raw)); {
+	case f == "" || f == "null" || f == `""`:
+		return false, nil
+	case f == `"json"`:
+		return true, nil
+	case strings.HasPrefix(f, "{"):
+		return false, badRequest("format", `format: a JSON schema is not supported (only "json": an answer that is one JSON object)`)
 	}
-	return nil
+	return false, badRequest("format", `format must be "json" or a JSON schema`)
 }
 
 // ollamaResponse is one line of an Ollama stream, or the whole answer.
@@ -261,7 +268,8 @@ func (s *Server) handleOllamaChat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) {
-	if err := checkFormat(req.Format); err != nil {
+	asJSON, err := jsonFormat(req.Format)
+	if err != nil {
 		return nil, err
 	}
 	msgs := make([]chat.Message, len(req.Messages))
@@ -281,6 +289,9 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 		}
 	}
 	extra, err := s.thinkOption(req.Think)
+	if err == nil && asJSON {
+		extra, err = s.noThinking(extra, "think")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -293,6 +304,11 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 		return nil, err
 	}
 	s.offerTools(gen, req.Tools)
+	if asJSON {
+		if err := answerJSON(gen, "format"); err != nil {
+			return nil, err
+		}
+	}
 	return gen, req.Options.apply(gen)
 }
 
@@ -375,7 +391,8 @@ func (s *Server) ollamaGenerateRequest(req *ollamaGenerateRequest) (*genRequest,
 	case req.Suffix != "":
 		return nil, badRequest("suffix", "suffix (fill in the middle) is not supported")
 	}
-	if err := checkFormat(req.Format); err != nil {
+	asJSON, err := jsonFormat(req.Format)
+	if err != nil {
 		return nil, err
 	}
 	gen := &genRequest{prompt: req.Prompt, rawReasoning: true}
@@ -386,6 +403,9 @@ func (s *Server) ollamaGenerateRequest(req *ollamaGenerateRequest) (*genRequest,
 		}
 		msgs = append(msgs, chat.Message{Role: "user", Content: req.Prompt})
 		extra, err := s.thinkOption(req.Think)
+		if err == nil && asJSON {
+			extra, err = s.noThinking(extra, "think")
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -393,6 +413,11 @@ func (s *Server) ollamaGenerateRequest(req *ollamaGenerateRequest) (*genRequest,
 			return nil, err
 		}
 		gen.rawReasoning = false
+	}
+	if asJSON {
+		if err := answerJSON(gen, "format"); err != nil {
+			return nil, err
+		}
 	}
 	return gen, req.Options.apply(gen)
 }

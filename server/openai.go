@@ -298,8 +298,16 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 	if req.StreamOptions != nil && !req.Stream {
 		return nil, errStreamOptions
 	}
+	asJSON := false
 	if f := req.ResponseFormat; f != nil && f.Type != "" && f.Type != "text" {
-		return nil, badRequest("response_format", fmt.Sprintf("response_format %q is not supported (only \"text\")", f.Type))
+		if f.Type != "json_object" {
+			return nil, badRequest("response_format", fmt.Sprintf("response_format %q is not supported (only \"text\" and \"json_object\")", f.Type))
+		}
+		asJSON = true
+		var err error
+		if req.ChatTemplateKwargs, err = s.noThinking(req.ChatTemplateKwargs, "chat_template_kwargs"); err != nil {
+			return nil, err
+		}
 	}
 	if req.Messages == nil {
 		return nil, badRequest("messages", "messages is missing: send at least one message")
@@ -348,6 +356,11 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 	}
 	gen := &genRequest{prompt: prompt, maxTokens: maxTokens, sampler: opts, stop: req.Stop}
 	s.offerTools(gen, req.Tools)
+	if asJSON {
+		if err := answerJSON(gen, "response_format"); err != nil {
+			return nil, err
+		}
+	}
 	return gen, nil
 }
 

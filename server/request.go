@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	mrand "math/rand/v2"
 	"strings"
@@ -180,6 +181,34 @@ func checkRole(i int, role string) (string, error) {
 }
 
 // render applies the model's chat template.
+// noThinking turns a thinking template's reasoning off for an answer that
+// must be JSON from its first token, refusing a request that asked for it
+// (param names where).
+func (s *Server) noThinking(extra map[string]any, param string) (map[string]any, error) {
+	if extra["enable_thinking"] == true {
+		return nil, badRequest(param, "thinking with a JSON answer is not supported: the answer is JSON from its first token")
+	}
+	if !s.thinks() {
+		return extra, nil
+	}
+	out := maps.Clone(extra)
+	if out == nil {
+		out = map[string]any{}
+	}
+	out["enable_thinking"] = false
+	return out, nil
+}
+
+// answerJSON has gen answer one JSON object, refusing a prompt that leaves
+// the answer inside a reasoning block (a template that always thinks).
+func answerJSON(gen *genRequest, param string) error {
+	if !gen.rawReasoning && chat.NewReasoningSplitter(gen.prompt).Thinking() {
+		return badRequest(param, "this model's chat template always opens a reasoning block, and a JSON answer must come first")
+	}
+	gen.json = true
+	return nil
+}
+
 // offerTools has gen read tool calls from its answer when the request
 // offered tools and the model's template has a syntax for calls.
 func (s *Server) offerTools(gen *genRequest, tools []json.RawMessage) {

@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ollama/ollama/api"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// jsonAnswer is what the scripted model writes: an object, then a remark
+// the JSON mode must cut (only the end of generation may follow the object).
+const (
+	jsonObject = `{"city": "Paris", "days": [1, 2], "sunny": true}`
+	jsonAnswer = jsonObject + "\nHope this helps!"
+)
+
+func TestOpenAIJSONMode(t *testing.T) {
+	m := goldenModel(t, "tiny-glm-f32.gguf", 512)
+	ts := startServer(t, Config{Model: newScriptedNet(m, jsonAnswer, 512).on(m)})
+	client := openAIClient(ts)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	params := openai.ChatCompletionNewParams{
+		Model:          "tiny",
+		Messages:       []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris, as JSON?")},
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &shared.ResponseFormatJSONObjectParam{}},
+	}
+	resp, err := client.Chat.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := resp.Choices[0]
+	if c.Message.Content != jsonObject || c.FinishReason != "stop" || !json.Valid([]byte(c.Message.Content)) {
+		t.Errorf("content %q, finish %q; want %q and stop", c.Message.Content, c.FinishReason, jsonObject)
+	}
+
+	// Without JSON mode the remark stays.
+	params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{}
+	if resp, err = client.Chat.Completions.New(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Choices[0].Message.Content; got != jsonAnswer {
+		t.Errorf("without JSON mode: %q, want %q", got, jsonAnswer)
+	}
+}
+
+// TestJSONModeRandomModel: a real (random) model in JSON mode starts its
+// answer with the object, with nothing before it.
+func TestJSONModeRandomModel(t *testing.T) {
+	ts := startServer(t, Config{Model: goldenModel(t, "tiny-youtu-f32.gguf", 512)})
+	var resp chatAnswer
+	postJSON(t, ts.url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"JSON please"}],"response_format":{"type":"json_object"},"max_tokens":24,"seed":3}`, 200, &resp)
+	got := resp.Choices[0].Message.Content
+	if !strings.HasPrefix(got, "{") || (resp.Choices[0].FinishReason == "stop" && !json.Valid([]byte(got))) {
+		t.Errorf("content %q, finish %q", got, resp.Choices[0].FinishReason)
+	}
+}
+
+func TestOllamaJSONFormat(t *testing.T) {
+	// A thinking template: JSON mode turns its reasoning off.
+	ts := startServer(t, Config{Model: toolModel(t, jsonAnswer)})
+	client := ollamaClient(t, ts)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, streamed := range []bool{true, false} {
+		req := &api.ChatRequest{Model: "glm", Format: json.RawMessage(`"json"`), Stream: &streamed,
+			Messages: []api.Message{{Role: "user", Content: "Weather in Paris, as JSON?"}}}
+		var content strings.Builder
+		var last api.ChatResponse
+		if err := client.Chat(ctx, req, func(r api.ChatResponse) error {
+			content.WriteString(r.Message.Content)
+			last = r
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if content.String() != jsonObject || last.DoneReason != "stop" {
+			t.Errorf("stream %v: content %q, done reason %q; want %q, stop", streamed, content.String(), last.DoneReason, jsonObject)
+		}
+	}
+}
