@@ -5,13 +5,16 @@ package constrain
 
 // JSON recognises a JSON object byte by byte: Feed refuses the first byte
 // that cannot continue one, and Done reports that the object is whole. It
-// starts with its '{' and ends with its '}', nothing around them. A
-// string's bytes are not checked as UTF-8 (a token may hold part of a
-// character). Whitespace runs are at most MaxSpace bytes, so that a model
-// cannot pad forever, and containers nest at most MaxDepth deep.
+// starts with its '{' and ends with its '}', nothing around them. Strings
+// are UTF-8 (a character may span tokens: the bytes it still needs carry
+// over). Whitespace runs are at most MaxSpace bytes, so that a model cannot
+// pad forever, and containers nest at most MaxDepth deep.
 type JSON struct {
 	mode  mode
 	key   bool  // the string being read is an object's key
+	cont  uint8 // a character's continuation bytes still to come
+	lo    byte  // the range the next of them must lie in
+	hi    byte
 	hex   uint8 // \u digits still to come
 	lit   uint8 // the literal being matched (literals) and how far (pos)
 	pos   uint8
@@ -120,6 +123,13 @@ func (j *JSON) Feed(c byte) bool {
 		}
 	case mString:
 		switch {
+		case j.cont > 0:
+			if c < j.lo || c > j.hi {
+				return false
+			}
+			j.cont, j.lo, j.hi = j.cont-1, 0x80, 0xBF
+		case c >= 0x80:
+			return j.lead(c)
 		case c == '"':
 			if j.key {
 				j.mode, j.key = mColon, false
@@ -206,6 +216,31 @@ func (j *JSON) Feed(c byte) bool {
 			j.mode = mAfter
 		}
 	case mDone:
+		return false
+	}
+	return true
+}
+
+// lead starts a character of more than one byte (UTF-8: no overlong forms,
+// no surrogates, nothing past U+10FFFF).
+func (j *JSON) lead(c byte) bool {
+	j.lo, j.hi = 0x80, 0xBF
+	switch {
+	case c >= 0xC2 && c <= 0xDF:
+		j.cont = 1
+	case c == 0xE0:
+		j.cont, j.lo = 2, 0xA0
+	case c == 0xED:
+		j.cont, j.hi = 2, 0x9F
+	case c >= 0xE1 && c <= 0xEF:
+		j.cont = 2
+	case c == 0xF0:
+		j.cont, j.lo = 3, 0x90
+	case c == 0xF4:
+		j.cont, j.hi = 3, 0x8F
+	case c >= 0xF1 && c <= 0xF3:
+		j.cont = 3
+	default:
 		return false
 	}
 	return true

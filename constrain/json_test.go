@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // feed feeds s to a fresh recognizer: how many bytes it took, and whether the object is whole.
@@ -43,7 +44,12 @@ func TestJSON(t *testing.T) {
 		{`{"a": "b` + "\n", 8, false}, // control characters escaped
 		{`{"a": "\x"}`, 8, false},     // only JSON's escapes
 		{`{"a": "\u12G4"}`, 11, false},
-		{`{"a": [}`, 7, false}, // brackets match
+		{"{\"a\": \"\xe4\"}", 8, false},                        // a character cut short
+		{"{\"a\": \"\xff\"}", 7, false},                        // not UTF-8
+		{"{\"a\": \"\xed\xa0\x80\"}", 8, false},                // a surrogate
+		{"{\"a\": \"\xc0\xaf\"}", 7, false},                    // an overlong form
+		{"{\"\xf0\x9f\x98\x80\": \"\xe4\xb8\xad\"}", -1, true}, // four and three bytes
+		{`{"a": [}`, 7, false},                                 // brackets match
 		{`{"a": -}`, 7, false},
 		{`{"a": 1e}`, 8, false},
 		{`{"a":` + strings.Repeat(" ", MaxSpace) + `1}`, -1, true},
@@ -74,7 +80,7 @@ func FuzzJSON(f *testing.F) {
 			return // past the limits
 		}
 		_, done := feed(s)
-		want := json.Valid([]byte(s)) && strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") && !hasLongSpace(s)
+		want := json.Valid([]byte(s)) && utf8.ValidString(s) && strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") && !hasLongSpace(s)
 		if done != want {
 			t.Fatalf("%q: whole %v, encoding/json says %v", s, done, want)
 		}

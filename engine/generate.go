@@ -17,8 +17,8 @@ const (
 	StopLength    = "length"    // MaxTokens were generated
 	StopCancelled = "cancelled" // the context was cancelled
 	StopContext   = "context"   // the model's context is full
-	// StopConstraint: the request's Constraint allowed no token (a JSON
-	// object was whole and the model has no end-of-generation token).
+	// StopConstraint: the request's Constraint is done (the output is
+	// complete), or allowed no token before it was.
 	StopConstraint = "constraint"
 )
 
@@ -36,7 +36,8 @@ type Request struct {
 	Sampler   SamplerOptions
 	// Constraint, when set, says which tokens may come next (structured
 	// output): each step samples from the logits, and when the token is not
-	// allowed, again with every token it does not allow removed.
+	// allowed, again with every token it does not allow removed. The output
+	// ends when the constraint is done.
 	Constraint Constraint
 }
 
@@ -46,6 +47,8 @@ type Constraint interface {
 	Allow(id int32) bool
 	// Accept moves past id, an allowed token that was generated.
 	Accept(id int32)
+	// Done reports whether the output is complete.
+	Done() bool
 }
 
 // Token is one generated token, streamed once it is certain to be output:
@@ -245,7 +248,10 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 						}
 					}
 					if tok = s.Sample(logits, history); !c.Allow(tok) {
-						return finish(StopConstraint) // nothing may come
+						// rounding in the draw can land on a removed token
+						if tok = greedy(logits); !c.Allow(tok) {
+							return finish(StopConstraint) // nothing may come
+						}
 					}
 				}
 				c.Accept(tok)
@@ -283,6 +289,12 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 		}
 		held = append(held[:0], held[len(held)-keep:]...)
 
+		if req.Constraint != nil && req.Constraint.Done() {
+			if err := emitAll(held); err != nil {
+				return nil, nil, err
+			}
+			return finish(StopConstraint)
+		}
 		if req.MaxTokens > 0 && res.Generated >= req.MaxTokens {
 			if err := emitAll(held); err != nil {
 				return nil, nil, err

@@ -403,14 +403,17 @@ func TestPrefillPasses(t *testing.T) {
 	}
 }
 
-// evens allows even tokens but 0 (and, once done is set, nothing), noting what it accepts.
+// evens allows even tokens but 0, noting what it accepts; it is done after
+// doneAt tokens (0: never), and allows nothing when none is set.
 type evens struct {
 	accepted []int32
-	done     bool
+	doneAt   int
+	none     bool
 }
 
-func (e *evens) Allow(id int32) bool { return !e.done && id > 0 && id%2 == 0 }
+func (e *evens) Allow(id int32) bool { return !e.none && id > 0 && id%2 == 0 }
 func (e *evens) Accept(id int32)     { e.accepted = append(e.accepted, id) }
+func (e *evens) Done() bool          { return e.doneAt > 0 && len(e.accepted) >= e.doneAt }
 
 func TestGenerateConstraint(t *testing.T) {
 	// The script peaks at odd tokens but the third: greedy decoding under the
@@ -427,11 +430,19 @@ func TestGenerateConstraint(t *testing.T) {
 		t.Errorf("emitted %v, accepted %v, stop %s; want %v twice, length", idsOf(got), c.accepted, res.StopReason, want)
 	}
 
-	// A constraint that allows nothing ends the output.
-	f = &fakeModel{vocab: 10, ctx: 64, script: []int32{4}}
-	got = nil
-	res, err = Generate(context.Background(), f, Request{Prompt: []int32{1}, MaxTokens: 4, Constraint: &evens{done: true}}, collect(f, &got))
-	if err != nil || len(got) != 0 || res.StopReason != StopConstraint {
-		t.Errorf("emitted %v, stop %s, error %v; want nothing, constraint", idsOf(got), res.StopReason, err)
+	// A constraint that allows nothing ends the output; one that is done
+	// ends it after the token that completed it, even the last one allowed.
+	for _, c := range []struct {
+		e     *evens
+		max   int
+		want  []int32
+		calls int
+	}{{&evens{none: true}, 4, []int32{}, 1}, {&evens{doneAt: 2}, 4, []int32{4, 6}, 2}, {&evens{doneAt: 2}, 2, []int32{4, 6}, 2}} {
+		f = &fakeModel{vocab: 10, ctx: 64, script: []int32{4, 6, 8}}
+		got = nil
+		res, err = Generate(context.Background(), f, Request{Prompt: []int32{1}, MaxTokens: c.max, Constraint: c.e}, collect(f, &got))
+		if err != nil || !slices.Equal(idsOf(got), c.want) || res.StopReason != StopConstraint || len(f.calls) != c.calls {
+			t.Errorf("emitted %v after %d passes, stop %s, error %v; want %v after %d, constraint", idsOf(got), len(f.calls), res.StopReason, err, c.want, c.calls)
+		}
 	}
 }

@@ -162,8 +162,10 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 		}
 	}
 	ereq := engine.Request{Prompt: ids, MaxTokens: req.maxTokens, EOG: m.Tokenizer.EOG(), Sampler: req.sampler}
+	var object *constrain.JSONTokens
 	if req.json {
-		ereq.Constraint = constrain.NewJSONTokens(m.Tokenizer)
+		object = constrain.NewJSONTokens(m.Tokenizer)
+		ereq.Constraint = object
 	}
 	out, err := s.session.Generate(gctx, ereq, func(t engine.Token) error {
 		if stopped {
@@ -192,7 +194,8 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 		return nil, ctx.Err()
 	case writeErr != nil:
 		return nil, writeErr
-	case out.StopReason == engine.StopEOS || out.StopReason == engine.StopSequence || out.StopReason == engine.StopConstraint:
+	case out.StopReason == engine.StopEOS || out.StopReason == engine.StopSequence,
+		out.StopReason == engine.StopConstraint && object.Done(): // the JSON object is whole
 		res.reason = "stop"
 	default:
 		res.reason = "length"

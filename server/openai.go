@@ -28,9 +28,7 @@ type chatCompletionRequest struct {
 	ChatTemplateKwargs  map[string]any    `json:"chat_template_kwargs"`
 	Logprobs            *bool             `json:"logprobs"`
 	TopLogprobs         *int              `json:"top_logprobs"`
-	ResponseFormat      *struct {
-		Type string `json:"type"`
-	} `json:"response_format"`
+	ResponseFormat      *responseFormat   `json:"response_format"`
 	openAISampling
 }
 
@@ -65,18 +63,37 @@ type openAIMessage struct {
 
 // completionRequest is OpenAI's legacy text completion request.
 type completionRequest struct {
-	Model         string          `json:"model"`
-	Prompt        json.RawMessage `json:"prompt"`
-	Stream        bool            `json:"stream"`
-	StreamOptions *streamOptions  `json:"stream_options"`
-	MaxTokens     *int            `json:"max_tokens"`
-	N             *int            `json:"n"`
-	BestOf        *int            `json:"best_of"`
-	Stop          stopList        `json:"stop"`
-	Echo          bool            `json:"echo"`
-	Suffix        *string         `json:"suffix"`
-	Logprobs      *int            `json:"logprobs"`
+	Model          string          `json:"model"`
+	Prompt         json.RawMessage `json:"prompt"`
+	Stream         bool            `json:"stream"`
+	StreamOptions  *streamOptions  `json:"stream_options"`
+	MaxTokens      *int            `json:"max_tokens"`
+	N              *int            `json:"n"`
+	BestOf         *int            `json:"best_of"`
+	Stop           stopList        `json:"stop"`
+	Echo           bool            `json:"echo"`
+	Suffix         *string         `json:"suffix"`
+	Logprobs       *int            `json:"logprobs"`
+	ResponseFormat *responseFormat `json:"response_format"`
 	openAISampling
+}
+
+// responseFormat is OpenAI's response_format: "text", or "json_object" for
+// an answer that is one JSON object.
+type responseFormat struct {
+	Type string `json:"type"`
+}
+
+// wantsJSON reads a response_format: whether it asks for JSON, refusing
+// the types not supported.
+func (f *responseFormat) wantsJSON() (bool, error) {
+	switch {
+	case f == nil || f.Type == "" || f.Type == "text":
+		return false, nil
+	case f.Type == "json_object":
+		return true, nil
+	}
+	return false, badRequest("response_format", fmt.Sprintf("response_format %q is not supported (only \"text\" and \"json_object\")", f.Type))
 }
 
 // usage is OpenAI's token accounting.
@@ -298,13 +315,11 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 	if req.StreamOptions != nil && !req.Stream {
 		return nil, errStreamOptions
 	}
-	asJSON := false
-	if f := req.ResponseFormat; f != nil && f.Type != "" && f.Type != "text" {
-		if f.Type != "json_object" {
-			return nil, badRequest("response_format", fmt.Sprintf("response_format %q is not supported (only \"text\" and \"json_object\")", f.Type))
-		}
-		asJSON = true
-		var err error
+	asJSON, err := req.ResponseFormat.wantsJSON()
+	if err != nil {
+		return nil, err
+	}
+	if asJSON {
 		if req.ChatTemplateKwargs, err = s.noThinking(req.ChatTemplateKwargs, "chat_template_kwargs"); err != nil {
 			return nil, err
 		}
@@ -442,7 +457,11 @@ func (s *Server) completionRequest(req *completionRequest) (*genRequest, error) 
 		return nil, err
 	}
 	gen.stop = req.Stop
-	return gen, nil
+	asJSON, err := req.ResponseFormat.wantsJSON()
+	if err == nil && asJSON {
+		err = answerJSON(gen, "response_format")
+	}
+	return gen, err
 }
 
 // parsePrompt reads a completion prompt as OpenAI's API takes one: a

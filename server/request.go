@@ -185,7 +185,7 @@ func checkRole(i int, role string) (string, error) {
 // must be JSON from its first token, refusing a request that asked for it
 // (param names where).
 func (s *Server) noThinking(extra map[string]any, param string) (map[string]any, error) {
-	if extra["enable_thinking"] == true {
+	if extra["enable_thinking"] == true || extra["thinking"] == true { // DeepSeek-V3.1's switch is "thinking"
 		return nil, badRequest(param, "thinking with a JSON answer is not supported: the answer is JSON from its first token")
 	}
 	if !s.thinks() {
@@ -200,12 +200,13 @@ func (s *Server) noThinking(extra map[string]any, param string) (map[string]any,
 }
 
 // answerJSON has gen answer one JSON object, refusing a prompt that leaves
-// the answer inside a reasoning block (a template that always thinks).
+// the answer inside a reasoning block (the object must come first). Tool
+// calls are not read from it: a call's markup would be inside a string.
 func answerJSON(gen *genRequest, param string) error {
 	if !gen.rawReasoning && chat.NewReasoningSplitter(gen.prompt).Thinking() {
-		return badRequest(param, "this model's chat template always opens a reasoning block, and a JSON answer must come first")
+		return badRequest(param, "the chat template opens a reasoning block for this request, and a JSON answer must come first (turn thinking off)")
 	}
-	gen.json = true
+	gen.json, gen.toolSyntax = true, nil
 	return nil
 }
 
