@@ -21,7 +21,48 @@ type JSON struct {
 	space uint8 // whitespace bytes in a row
 	depth uint8
 	stack [MaxDepth]byte // '{' or '[' for each open container
+
+	// With a schema (NewSchemaJSON): the value about to start, or being
+	// read; the open containers' schemas; a key's or an enum string's
+	// candidates (a bit each) and how many of its bytes have come.
+	root   *Schema
+	cur    *Schema
+	frames []frame
+	cand   uint64
+	cpos   int
+	enum   bool
 }
+
+// frame is an open container under a schema: its schema (nil: any), the
+// properties seen, the items begun.
+type frame struct {
+	s     *Schema
+	seen  uint64
+	count int
+}
+
+// NewSchemaJSON recognises one object that s (from ParseSchema) allows.
+func NewSchemaJSON(s *Schema) JSON { return JSON{root: s, cur: s} }
+
+// CopyTo makes dst a copy of j that does not share its state.
+func (j *JSON) CopyTo(dst *JSON) {
+	frames := dst.frames[:0]
+	*dst = *j
+	dst.frames = append(frames, j.frames...)
+}
+
+// strict reports whether the innermost container is an object with listed
+// properties (only those may appear), and returns its frame.
+func (j *JSON) strict() (*frame, bool) {
+	if len(j.frames) == 0 {
+		return nil, false
+	}
+	f := &j.frames[len(j.frames)-1]
+	return f, f.s != nil && f.s.props != nil
+}
+
+// mask is a bit for each of n candidates.
+func mask(n int) uint64 { return uint64(1)<<n - 1 }
 
 // The limits JSON keeps.
 const (
@@ -104,6 +145,14 @@ func (j *JSON) Feed(c byte) bool {
 			return false
 		}
 		j.mode, j.key = mString, true
+		if f, ok := j.strict(); ok {
+			if j.cand = mask(len(f.s.props)) &^ f.seen; j.cand == 0 {
+				return false // every property is there
+			}
+			j.cpos = 0
+		} else if j.root != nil {
+			j.cur = nil // a key of an object whose properties are any
+		}
 	case mColon:
 		if c != ':' {
 			return false
@@ -111,6 +160,14 @@ func (j *JSON) Feed(c byte) bool {
 		j.mode = mValue
 	case mAfter:
 		top := j.stack[j.depth-1]
+		if f := j.top(); c == ',' && f != nil && f.s != nil {
+			if top == '{' && f.s.props != nil && mask(len(f.s.props))&^f.seen == 0 {
+				return false // no property left
+			}
+			if top == '[' && f.s.maxItems >= 0 && f.count >= f.s.maxItems {
+				return false
+			}
+		}
 		switch {
 		case c == ',' && top == '{':
 			j.mode = mKey
@@ -122,6 +179,14 @@ func (j *JSON) Feed(c byte) bool {
 			return false
 		}
 	case mString:
+		if j.key && j.root != nil {
+			if f, ok := j.strict(); ok {
+				return j.matchKey(c, f)
+			}
+		}
+		if j.enum && !j.key {
+			return j.matchEnum(c)
+		}
 		switch {
 		case j.cont > 0:
 			if c < j.lo || c > j.hi {
@@ -169,6 +234,8 @@ func (j *JSON) Feed(c byte) bool {
 	case mZero, mInt:
 		switch {
 		case isDigit(c) && j.mode == mInt:
+		case (c == '.' || c == 'e' || c == 'E') && j.cur.integer():
+			return false
 		case c == '.':
 			j.mode = mDot
 		case c == 'e' || c == 'E':
@@ -221,6 +288,52 @@ func (j *JSON) Feed(c byte) bool {
 	return true
 }
 
+// matchKey reads a byte of a key that must be one of f's properties not
+// yet seen; at its end the value's schema is the property's.
+func (j *JSON) matchKey(c byte, f *frame) bool {
+	props := f.s.props
+	if c == '"' {
+		for i, p := range props {
+			if j.cand&(1<<i) != 0 && len(p.name) == j.cpos {
+				f.seen |= 1 << i
+				j.cur, j.mode, j.key = p.s, mColon, false
+				return true
+			}
+		}
+		return false
+	}
+	var next uint64
+	for i, p := range props {
+		if j.cand&(1<<i) != 0 && j.cpos < len(p.name) && p.name[j.cpos] == c {
+			next |= 1 << i
+		}
+	}
+	j.cand, j.cpos = next, j.cpos+1
+	return next != 0
+}
+
+// matchEnum reads a byte of a string that must be one of the enum's.
+func (j *JSON) matchEnum(c byte) bool {
+	vals := j.cur.enum
+	if c == '"' {
+		for i, v := range vals {
+			if j.cand&(1<<i) != 0 && len(v) == j.cpos {
+				j.mode, j.enum = mAfter, false
+				return true
+			}
+		}
+		return false
+	}
+	var next uint64
+	for i, v := range vals {
+		if j.cand&(1<<i) != 0 && j.cpos < len(v) && v[j.cpos] == c {
+			next |= 1 << i
+		}
+	}
+	j.cand, j.cpos = next, j.cpos+1
+	return next != 0
+}
+
 // lead starts a character of more than one byte (UTF-8: no overlong forms,
 // no surrogates, nothing past U+10FFFF).
 func (j *JSON) lead(c byte) bool {
@@ -248,6 +361,9 @@ func (j *JSON) lead(c byte) bool {
 
 // value starts a value with c.
 func (j *JSON) value(c byte) bool {
+	if j.root != nil && !j.schemaValue(c) {
+		return false
+	}
 	switch {
 	case c == '{' || c == '[':
 		return j.push(c)
@@ -271,6 +387,53 @@ func (j *JSON) value(c byte) bool {
 	return true
 }
 
+// schemaValue checks a value's first byte against its schema: in an array
+// the items', in an object the property's (set when its key ended).
+func (j *JSON) schemaValue(c byte) bool {
+	if f := j.top(); f != nil && j.stack[j.depth-1] == '[' {
+		j.cur = nil
+		if f.s != nil {
+			j.cur = f.s.items
+			if f.count++; f.s.maxItems >= 0 && f.count > f.s.maxItems {
+				return false
+			}
+		}
+	}
+	var t typeSet
+	switch {
+	case c == '{':
+		t = tObject
+	case c == '[':
+		t = tArray
+	case c == '"':
+		t = tString
+	case c == '-' || isDigit(c):
+		t = tNumber
+	case c == 't' || c == 'f':
+		t = tBool
+	case c == 'n':
+		t = tNull
+	default:
+		return false
+	}
+	if !j.cur.allows(t) {
+		return false
+	}
+	j.enum = t == tString && j.cur != nil && j.cur.enum != nil
+	if j.enum {
+		j.cand, j.cpos = mask(len(j.cur.enum)), 0
+	}
+	return true
+}
+
+// top is the innermost container's frame (nil without a schema).
+func (j *JSON) top() *frame {
+	if len(j.frames) == 0 {
+		return nil
+	}
+	return &j.frames[len(j.frames)-1]
+}
+
 // endNumber ends a number (only a byte that cannot continue it does) and
 // reads c after it.
 func (j *JSON) endNumber(c byte) bool {
@@ -284,6 +447,9 @@ func (j *JSON) push(c byte) bool {
 	}
 	j.stack[j.depth] = c
 	j.depth++
+	if j.root != nil {
+		j.frames = append(j.frames, frame{s: j.cur})
+	}
 	if c == '{' {
 		j.mode = mKeyOrEnd
 	} else {
@@ -293,6 +459,17 @@ func (j *JSON) push(c byte) bool {
 }
 
 func (j *JSON) pop() bool {
+	if f := j.top(); f != nil && f.s != nil {
+		if j.stack[j.depth-1] == '{' && f.s.required&^f.seen != 0 {
+			return false // a required property is missing
+		}
+		if j.stack[j.depth-1] == '[' && f.count < f.s.minItems {
+			return false
+		}
+		j.frames = j.frames[:len(j.frames)-1]
+	} else if f != nil {
+		j.frames = j.frames[:len(j.frames)-1]
+	}
 	if j.depth--; j.depth == 0 {
 		j.mode = mDone
 	} else {

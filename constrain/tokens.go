@@ -17,6 +17,11 @@ type JSONTokens struct {
 // NewJSONTokens starts an answer that is one JSON object.
 func NewJSONTokens(tok *tokenizer.Tokenizer) *JSONTokens { return &JSONTokens{tok: tok} }
 
+// NewSchemaTokens starts an answer that is one JSON object s allows.
+func NewSchemaTokens(tok *tokenizer.Tokenizer, s *Schema) *JSONTokens {
+	return &JSONTokens{tok: tok, json: NewSchemaJSON(s)}
+}
+
 // Allow reports whether id may come next.
 func (c *JSONTokens) Allow(id int32) bool {
 	if c.tok.IsEOG(id) {
@@ -26,7 +31,7 @@ func (c *JSONTokens) Allow(id int32) bool {
 	if !c.tok.IsText(id) || piece == "" {
 		return false
 	}
-	c.scratch = c.json
+	c.json.CopyTo(&c.scratch)
 	return c.scratch.FeedString(piece)
 }
 

@@ -30,7 +30,7 @@ type genRequest struct {
 	tools      []json.RawMessage
 	toolSyntax *chat.ToolSyntax
 	// json asks for an answer that is one JSON object (constrain.JSON).
-	json bool
+	json *jsonAnswer
 }
 
 // genResult is how a generation ended and what it cost: the engine's
@@ -163,8 +163,11 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 	}
 	ereq := engine.Request{Prompt: ids, MaxTokens: req.maxTokens, EOG: m.Tokenizer.EOG(), Sampler: req.sampler}
 	var object *constrain.JSONTokens
-	if req.json {
+	if j := req.json; j != nil {
 		object = constrain.NewJSONTokens(m.Tokenizer)
+		if j.schema != nil {
+			object = constrain.NewSchemaTokens(m.Tokenizer, j.schema)
+		}
 		ereq.Constraint = object
 	}
 	out, err := s.session.Generate(gctx, ereq, func(t engine.Token) error {

@@ -12,16 +12,16 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 )
 
-// jsonAnswer is what the scripted model writes: an object, then a remark
+// jsonReply is what the scripted model writes: an object, then a remark
 // the JSON mode must cut (only the end of generation may follow the object).
 const (
 	jsonObject = `{"city": "Paris", "days": [1, 2], "sunny": true}`
-	jsonAnswer = jsonObject + "\nHope this helps!"
+	jsonReply = jsonObject + "\nHope this helps!"
 )
 
 func TestOpenAIJSONMode(t *testing.T) {
 	m := goldenModel(t, "tiny-glm-f32.gguf", 512)
-	ts := startServer(t, Config{Model: newScriptedNet(m, jsonAnswer, 512).on(m)})
+	ts := startServer(t, Config{Model: newScriptedNet(m, jsonReply, 512).on(m)})
 	client := openAIClient(ts)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -44,8 +44,8 @@ func TestOpenAIJSONMode(t *testing.T) {
 	if resp, err = client.Chat.Completions.New(ctx, params); err != nil {
 		t.Fatal(err)
 	}
-	if got := resp.Choices[0].Message.Content; got != jsonAnswer {
-		t.Errorf("without JSON mode: %q, want %q", got, jsonAnswer)
+	if got := resp.Choices[0].Message.Content; got != jsonReply {
+		t.Errorf("without JSON mode: %q, want %q", got, jsonReply)
 	}
 }
 
@@ -63,7 +63,7 @@ func TestJSONModeRandomModel(t *testing.T) {
 
 func TestOllamaJSONFormat(t *testing.T) {
 	// A thinking template: JSON mode turns its reasoning off.
-	ts := startServer(t, Config{Model: toolModel(t, jsonAnswer)})
+	ts := startServer(t, Config{Model: toolModel(t, jsonReply)})
 	client := ollamaClient(t, ts)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -88,7 +88,7 @@ func TestOllamaJSONFormat(t *testing.T) {
 func TestJSONModeCompletionsAndTools(t *testing.T) {
 	m := goldenModel(t, "tiny-glm-f32.gguf", 512)
 	t.Run("completions", func(t *testing.T) {
-		ts := startServer(t, Config{Model: newScriptedNet(m, jsonAnswer, 512).on(m)})
+		ts := startServer(t, Config{Model: newScriptedNet(m, jsonReply, 512).on(m)})
 		var resp struct {
 			Choices []struct {
 				Text         string `json:"text"`
@@ -123,4 +123,57 @@ func TestJSONModeCompletionsAndTools(t *testing.T) {
 			t.Errorf("content %q, %d calls, finish %q; want %q as text", c.Message.Content, len(c.Message.ToolCalls), c.FinishReason, answer)
 		}
 	})
+}
+
+const weatherSchema = `{"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city", "days"]}`
+
+// TestJSONSchema: an answer that follows the schema passes as written; one
+// that does not is held to it (the script's "two" cannot be an integer).
+func TestJSONSchema(t *testing.T) {
+	m := goldenModel(t, "tiny-glm-f32.gguf", 512)
+	for _, c := range []struct{ name, script, want string }{
+		{"follows", `{"city": "Paris", "days": 2}` + "\nDone.", `{"city": "Paris", "days": 2}`},
+		{"strays", `{"city": "Paris", "days": "two", "sunny": true}`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ts := startServer(t, Config{Model: newScriptedNet(m, c.script, 512).on(m)})
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			check := func(api, content, finish string) {
+				t.Helper()
+				var got struct {
+					City string
+					Days json.Number
+				}
+				dec := json.NewDecoder(strings.NewReader(content))
+				dec.UseNumber()
+				err := dec.Decode(&got)
+				if _, intErr := got.Days.Int64(); err != nil || intErr != nil || got.City != "Paris" || finish != "stop" || (c.want != "" && content != c.want) {
+					t.Errorf("%s: %q (finish %s) does not follow the schema or the script", api, content, finish)
+				}
+			}
+
+			var params openai.ChatCompletionNewParams
+			body := `{"model":"tiny","messages":[{"role":"user","content":"Weather?"}],"max_tokens":40,
+			 "response_format":{"type":"json_schema","json_schema":{"name":"weather","strict":true,"schema":` + weatherSchema + `}}}`
+			if err := json.Unmarshal([]byte(body), &params); err != nil {
+				t.Fatal(err)
+			}
+			client := openAIClient(ts)
+			resp, err := client.Chat.Completions.New(ctx, params)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("openai", resp.Choices[0].Message.Content, resp.Choices[0].FinishReason)
+
+			stream := false
+			req := &api.ChatRequest{Model: "tiny", Format: json.RawMessage(weatherSchema), Stream: &stream, Options: map[string]any{"num_predict": 40},
+				Messages: []api.Message{{Role: "user", Content: "Weather?"}}}
+			var last api.ChatResponse
+			if err := ollamaClient(t, ts).Chat(ctx, req, func(r api.ChatResponse) error { last = r; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			check("ollama", last.Message.Content, last.DoneReason)
+		})
+	}
 }

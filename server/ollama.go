@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/latent-ai/latent/chat"
+	"github.com/latent-ai/latent/constrain"
 )
 
 // ollamaMessage is a message of Ollama's chat API.
@@ -196,17 +197,21 @@ func parseThink(raw json.RawMessage) (map[string]any, error) {
 }
 
 // jsonFormat reads Ollama's format: "json" asks for an answer that is one
-// JSON object; a JSON schema is refused.
-func jsonFormat(raw json.RawMessage) (bool, error) {
+// JSON object, a JSON schema for one that schema allows.
+func jsonFormat(raw json.RawMessage) (*jsonAnswer, error) {
 	switch f := string(bytes.TrimSpace(raw)); {
 	case f == "" || f == "null" || f == `""`:
-		return false, nil
+		return nil, nil
 	case f == `"json"`:
-		return true, nil
+		return &jsonAnswer{}, nil
 	case strings.HasPrefix(f, "{"):
-		return false, badRequest("format", `format: a JSON schema is not supported (only "json": an answer that is one JSON object)`)
+		s, err := constrain.ParseSchema(raw)
+		if err != nil {
+			return nil, badRequest("format", "format: "+err.Error())
+		}
+		return &jsonAnswer{schema: s}, nil
 	}
-	return false, badRequest("format", `format must be "json" or a JSON schema`)
+	return nil, badRequest("format", `format must be "json" or a JSON schema`)
 }
 
 // ollamaResponse is one line of an Ollama stream, or the whole answer.
@@ -289,7 +294,7 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 		}
 	}
 	extra, err := s.thinkOption(req.Think)
-	if err == nil && asJSON {
+	if err == nil && asJSON != nil {
 		extra, err = s.noThinking(extra, "think")
 	}
 	if err != nil {
@@ -304,8 +309,8 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 		return nil, err
 	}
 	s.offerTools(gen, req.Tools)
-	if asJSON {
-		if err := answerJSON(gen, "format"); err != nil {
+	if asJSON != nil {
+		if err := answerJSON(gen, asJSON, "format"); err != nil {
 			return nil, err
 		}
 	}
@@ -403,7 +408,7 @@ func (s *Server) ollamaGenerateRequest(req *ollamaGenerateRequest) (*genRequest,
 		}
 		msgs = append(msgs, chat.Message{Role: "user", Content: req.Prompt})
 		extra, err := s.thinkOption(req.Think)
-		if err == nil && asJSON {
+		if err == nil && asJSON != nil {
 			extra, err = s.noThinking(extra, "think")
 		}
 		if err != nil {
@@ -414,8 +419,8 @@ func (s *Server) ollamaGenerateRequest(req *ollamaGenerateRequest) (*genRequest,
 		}
 		gen.rawReasoning = false
 	}
-	if asJSON {
-		if err := answerJSON(gen, "format"); err != nil {
+	if asJSON != nil {
+		if err := answerJSON(gen, asJSON, "format"); err != nil {
 			return nil, err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/latent-ai/latent/chat"
+	"github.com/latent-ai/latent/constrain"
 )
 
 // chatCompletionRequest is OpenAI's chat completion request, with the
@@ -78,22 +79,33 @@ type completionRequest struct {
 	openAISampling
 }
 
-// responseFormat is OpenAI's response_format: "text", or "json_object" for
-// an answer that is one JSON object.
+// responseFormat is OpenAI's response_format: "text", "json_object" for an
+// answer that is one JSON object, "json_schema" for one its schema allows.
 type responseFormat struct {
-	Type string `json:"type"`
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Schema json.RawMessage `json:"schema"`
+	} `json:"json_schema"`
 }
 
-// wantsJSON reads a response_format: whether it asks for JSON, refusing
-// the types not supported.
-func (f *responseFormat) wantsJSON() (bool, error) {
+// wantsJSON reads a response_format: what JSON it asks for, if any.
+func (f *responseFormat) wantsJSON() (*jsonAnswer, error) {
 	switch {
 	case f == nil || f.Type == "" || f.Type == "text":
-		return false, nil
+		return nil, nil
 	case f.Type == "json_object":
-		return true, nil
+		return &jsonAnswer{}, nil
+	case f.Type == "json_schema":
+		if f.JSONSchema == nil || len(f.JSONSchema.Schema) == 0 {
+			return nil, badRequest("response_format", "response_format json_schema needs json_schema.schema")
+		}
+		s, err := constrain.ParseSchema(f.JSONSchema.Schema)
+		if err != nil {
+			return nil, badRequest("response_format", "response_format json_schema: "+err.Error())
+		}
+		return &jsonAnswer{schema: s}, nil
 	}
-	return false, badRequest("response_format", fmt.Sprintf("response_format %q is not supported (only \"text\" and \"json_object\")", f.Type))
+	return nil, badRequest("response_format", fmt.Sprintf("response_format %q is not supported (only \"text\", \"json_object\" and \"json_schema\")", f.Type))
 }
 
 // usage is OpenAI's token accounting.
@@ -319,7 +331,7 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	if asJSON {
+	if asJSON != nil {
 		if req.ChatTemplateKwargs, err = s.noThinking(req.ChatTemplateKwargs, "chat_template_kwargs"); err != nil {
 			return nil, err
 		}
@@ -371,8 +383,8 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 	}
 	gen := &genRequest{prompt: prompt, maxTokens: maxTokens, sampler: opts, stop: req.Stop}
 	s.offerTools(gen, req.Tools)
-	if asJSON {
-		if err := answerJSON(gen, "response_format"); err != nil {
+	if asJSON != nil {
+		if err := answerJSON(gen, asJSON, "response_format"); err != nil {
 			return nil, err
 		}
 	}
@@ -458,8 +470,8 @@ func (s *Server) completionRequest(req *completionRequest) (*genRequest, error) 
 	}
 	gen.stop = req.Stop
 	asJSON, err := req.ResponseFormat.wantsJSON()
-	if err == nil && asJSON {
-		err = answerJSON(gen, "response_format")
+	if err == nil && asJSON != nil {
+		err = answerJSON(gen, asJSON, "response_format")
 	}
 	return gen, err
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/latent-ai/latent/chat"
+	"github.com/latent-ai/latent/constrain"
 	"github.com/latent-ai/latent/engine"
 )
 
@@ -199,14 +200,20 @@ func (s *Server) noThinking(extra map[string]any, param string) (map[string]any,
 	return out, nil
 }
 
+// jsonAnswer asks for an answer that is one JSON object, that schema allows
+// when set.
+type jsonAnswer struct {
+	schema *constrain.Schema
+}
+
 // answerJSON has gen answer one JSON object, refusing a prompt that leaves
 // the answer inside a reasoning block (the object must come first). Tool
 // calls are not read from it: a call's markup would be inside a string.
-func answerJSON(gen *genRequest, param string) error {
+func answerJSON(gen *genRequest, j *jsonAnswer, param string) error {
 	if !gen.rawReasoning && chat.NewReasoningSplitter(gen.prompt).Thinking() {
 		return badRequest(param, "the chat template opens a reasoning block for this request, and a JSON answer must come first (turn thinking off)")
 	}
-	gen.json, gen.toolSyntax = true, nil
+	gen.json, gen.toolSyntax = j, nil
 	return nil
 }
 
