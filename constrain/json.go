@@ -7,8 +7,9 @@ package constrain
 // that cannot continue one, and Done reports that the object is whole. It
 // starts with its '{' and ends with its '}', nothing around them. Strings
 // are UTF-8 (a character may span tokens: the bytes it still needs carry
-// over). Whitespace runs are at most MaxSpace bytes, so that a model cannot
-// pad forever, and containers nest at most MaxDepth deep.
+// over). Whitespace between tokens is what llama.cpp's JSON grammar allows,
+// one space or a newline and at most MaxIndent spaces or tabs, so that a
+// model cannot pad forever; containers nest at most MaxDepth deep.
 type JSON struct {
 	mode  mode
 	key   bool  // the string being read is an object's key
@@ -18,7 +19,7 @@ type JSON struct {
 	hex   uint8 // \u digits still to come
 	lit   uint8 // the literal being matched (literals) and how far (pos)
 	pos   uint8
-	space uint8 // whitespace bytes in a row
+	space uint8 // the whitespace so far: 0 none, spaceOne after a space, 1+n after a newline and n indents
 	depth uint8
 	stack [MaxDepth]byte // '{' or '[' for each open container
 
@@ -66,8 +67,9 @@ func mask(n int) uint64 { return uint64(1)<<n - 1 }
 
 // The limits JSON keeps.
 const (
-	MaxSpace = 32
-	MaxDepth = 64
+	MaxIndent = 20
+	MaxDepth  = 64
+	spaceOne  = 255
 )
 
 type mode uint8
@@ -120,8 +122,17 @@ func (j *JSON) Feed(c byte) bool {
 	switch j.mode {
 	case mValue, mValueOrEnd, mKeyOrEnd, mKey, mColon, mAfter: // not before the object, as llama.cpp's grammar
 		if isSpace(c) {
-			j.space++
-			return j.space <= MaxSpace
+			switch {
+			case j.space == 0 && c == ' ':
+				j.space = spaceOne
+			case j.space == 0 && c == '\n':
+				j.space = 1
+			case j.space >= 1 && j.space <= MaxIndent && (c == ' ' || c == '\t'):
+				j.space++
+			default:
+				return false
+			}
+			return true
 		}
 		j.space = 0
 	}

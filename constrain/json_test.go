@@ -2,6 +2,7 @@ package constrain
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -52,8 +53,13 @@ func TestJSON(t *testing.T) {
 		{`{"a": [}`, 7, false},                                 // brackets match
 		{`{"a": -}`, 7, false},
 		{`{"a": 1e}`, 8, false},
-		{`{"a":` + strings.Repeat(" ", MaxSpace) + `1}`, -1, true},
-		{`{"a":` + strings.Repeat(" ", MaxSpace+1) + `1}`, 5 + MaxSpace, false},
+		{"{\"a\":\n" + strings.Repeat("\t", MaxIndent) + `1}`, -1, true},
+		{"{\"a\":\n" + strings.Repeat(" ", MaxIndent+1) + `1}`, 6 + MaxIndent, false},
+		{`{"a":  1}`, 6, false},             // one space
+		{"{\"a\": \n1}", 6, false},          // or a newline, not both
+		{"{\"a\":\n\n1}", 6, false},         // one newline
+		{"{\"a\":\r\n1}", 5, false},         // no carriage return
+		{"{\"a\":\n  \"b   c\"}", -1, true}, // spaces in a string are its text
 		{`{"a":` + strings.Repeat("[", MaxDepth-1) + strings.Repeat("]", MaxDepth-1) + `}`, -1, true},
 		{`{"a":` + strings.Repeat("[", MaxDepth), 5 + MaxDepth - 1, false},
 	}
@@ -76,28 +82,44 @@ func FuzzJSON(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if strings.Count(s, "{")+strings.Count(s, "[") > MaxDepth || strings.Contains(s, strings.Repeat(" ", MaxSpace+1)) {
+		if strings.Count(s, "{")+strings.Count(s, "[") > MaxDepth {
 			return // past the limits
 		}
 		_, done := feed(s)
-		want := json.Valid([]byte(s)) && utf8.ValidString(s) && strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") && !hasLongSpace(s)
+		want := json.Valid([]byte(s)) && utf8.ValidString(s) && strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") && grammarSpace(s)
 		if done != want {
 			t.Fatalf("%q: whole %v, encoding/json says %v", s, done, want)
 		}
 	})
 }
 
-// hasLongSpace reports a run of whitespace of any kind longer than MaxSpace.
-func hasLongSpace(s string) bool {
-	run := 0
+// grammarSpace reports whether every run of whitespace outside the strings
+// of s, a valid JSON text, is one space or a newline and at most MaxIndent
+// spaces or tabs.
+var llamaSpace = regexp.MustCompile(`^( |\n[ \t]{0,20})$`)
+
+func grammarSpace(s string) bool {
+	inString, escaped, run := false, false, ""
 	for i := 0; i < len(s); i++ {
-		if isSpace(s[i]) {
-			if run++; run > MaxSpace {
-				return true
-			}
-		} else {
-			run = 0
+		c := s[i]
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case inString && c == '"':
+			inString = false
+		case inString:
+		case isSpace(c):
+			run += string(c)
+			continue
+		case c == '"':
+			inString = true
 		}
+		if run != "" && !llamaSpace.MatchString(run) {
+			return false
+		}
+		run = ""
 	}
-	return false
+	return run == "" || llamaSpace.MatchString(run)
 }
