@@ -102,8 +102,8 @@ var literals = [...]string{"true", "false", "null"}
 // Done reports whether the object is whole.
 func (j *JSON) Done() bool { return j.mode == mDone }
 
-// FeedString feeds s's bytes, reporting whether all were accepted (j is
-// then past them; otherwise j is left where the refused byte found it).
+// FeedString feeds s's bytes, reporting whether all were accepted. After a
+// refused byte j is not usable (JSONTokens tries bytes on a copy).
 func (j *JSON) FeedString(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if !j.Feed(s[i]) {
@@ -430,6 +430,7 @@ func (j *JSON) schemaValue(c byte) bool {
 	if !j.cur.allows(t) {
 		return false
 	}
+	j.cur = j.cur.target()
 	j.enum = t == tString && j.cur != nil && j.cur.enum != nil
 	if j.enum {
 		j.cand, j.cpos = mask(len(j.cur.enum)), 0

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -17,12 +18,17 @@ import (
 // change which values are valid in other ways are refused by ParseSchema.
 type Schema struct {
 	types    typeSet
-	props    []prop // in the schema's order
+	props    []prop // in the schema's order; nil: any properties
 	required uint64 // a bit per prop
 	items    *Schema
 	minItems int
 	maxItems int // -1: no bound
 	enum     []string
+	// alias, when set, is the schema this one stands for (a $ref, or one of
+	// anyOf's schemas beside null): a pointer, so that a recursive schema is
+	// a cycle and not a copy made before its definition was complete.
+	alias    *Schema
+	nullable bool // with alias: null too
 }
 
 type prop struct {
@@ -46,8 +52,22 @@ const (
 var typeNames = map[string]typeSet{"string": tString, "number": tNumber, "integer": tInteger, "boolean": tBool,
 	"null": tNull, "object": tObject, "array": tArray}
 
+// target is the schema s stands for, past aliases (ParseSchema refuses a
+// cycle of aliases alone).
+func (s *Schema) target() *Schema {
+	for s != nil && s.alias != nil {
+		s = s.alias
+	}
+	return s
+}
+
 // allows reports whether a value of type t may appear.
 func (s *Schema) allows(t typeSet) bool {
+	for ; s != nil && s.alias != nil; s = s.alias {
+		if s.nullable && t == tNull {
+			return true
+		}
+	}
 	if s == nil || s.types == tAny {
 		return true
 	}
@@ -59,20 +79,22 @@ func (s *Schema) allows(t typeSet) bool {
 
 // integer reports whether numbers must be integers.
 func (s *Schema) integer() bool {
+	s = s.target()
 	return s != nil && s.types&tInteger != 0 && s.types&tNumber == 0
 }
 
-// maxProps is how many properties an object schema may have.
+// maxProps is how many properties an object schema may have (and values an
+// enum).
 const maxProps = 64
 
 // ParseSchema reads a JSON Schema for an answer, which must describe an
 // object. An error names the keyword that cannot be held.
 func ParseSchema(raw json.RawMessage) (*Schema, error) {
 	var root map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &root); err != nil {
+	if err := json.Unmarshal(raw, &root); err != nil || root == nil {
 		return nil, fmt.Errorf("the schema is not a JSON object")
 	}
-	p := &schemaParser{defs: map[string]json.RawMessage{}, done: map[string]*Schema{}}
+	p := &schemaParser{defs: map[string]json.RawMessage{}, done: map[string]*Schema{}, busy: map[string]int{}}
 	for _, key := range []string{"$defs", "definitions"} {
 		var defs map[string]json.RawMessage
 		if d, ok := root[key]; ok {
@@ -84,11 +106,11 @@ func ParseSchema(raw json.RawMessage) (*Schema, error) {
 			}
 		}
 	}
-	s, err := p.parse(raw, "")
+	s, err := p.parse(raw, "", 0)
 	if err != nil {
 		return nil, err
 	}
-	if s.types != tObject {
+	if s = s.target(); s == nil || s.types != tObject {
 		return nil, fmt.Errorf("the schema must describe an object (type \"object\")")
 	}
 	return s, nil
@@ -97,6 +119,7 @@ func ParseSchema(raw json.RawMessage) (*Schema, error) {
 type schemaParser struct {
 	defs map[string]json.RawMessage
 	done map[string]*Schema // resolved refs, so that a recursive schema is one cycle
+	busy map[string]int     // refs being resolved, and the nesting they started at
 }
 
 // ignored are annotations and limits the walk does not hold.
@@ -106,59 +129,59 @@ var ignored = map[string]bool{"$schema": true, "$id": true, "$defs": true, "defi
 	"multipleOf": true, "$comment": true, "readOnly": true, "writeOnly": true, "deprecated": true, "strict": true,
 	"name": true}
 
-func (p *schemaParser) parse(raw json.RawMessage, at string) (*Schema, error) {
+// parse reads the schema at path at (for messages), nested depth objects
+// and arrays deep.
+func (p *schemaParser) parse(raw json.RawMessage, at string, depth int) (*Schema, error) {
+	if depth > MaxDepth {
+		return nil, fmt.Errorf("%sthe schema nests deeper than %d", where(at), MaxDepth)
+	}
 	if t := bytes.TrimSpace(raw); string(t) == "true" || string(t) == "{}" {
 		return &Schema{maxItems: -1}, nil // anything
 	}
 	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("%s is not a schema object", where(at))
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("%snot a schema object", where(at))
 	}
+	var others []string // keywords besides annotations
+	for k := range m {
+		if !ignored[k] {
+			others = append(others, k)
+		}
+	}
+	sort.Strings(others) // errors in a stable order
 	if ref, ok := m["$ref"]; ok {
-		var name string
-		if json.Unmarshal(ref, &name) != nil {
-			return nil, fmt.Errorf("%s$ref is not a string", where(at))
+		if len(others) > 1 {
+			return nil, fmt.Errorf("%s$ref with other keywords is not supported", where(at))
 		}
-		if s, ok := p.done[name]; ok {
-			return s, nil
+		return p.ref(ref, at, depth)
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		if v, ok := m[k]; ok {
+			if len(others) > 1 {
+				return nil, fmt.Errorf("%s%s with other keywords is not supported", where(at), k)
+			}
+			return p.nullable(k, v, at, depth)
 		}
-		d, ok := p.defs[name]
-		if !ok {
-			return nil, fmt.Errorf("%s$ref %q is not under $defs", where(at), name)
-		}
-		s := &Schema{maxItems: -1}
-		p.done[name] = s
-		got, err := p.parse(d, name+".")
-		if err != nil {
-			return nil, err
-		}
-		*s = *got
-		return s, nil
 	}
 	s := &Schema{maxItems: -1}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys) // errors in a stable order
-	for _, k := range keys {
+	var enum, konst json.RawMessage
+	for _, k := range others {
 		v := m[k]
 		var err error
-		switch {
-		case ignored[k]:
-		case k == "type":
+		switch k {
+		case "type":
 			err = s.parseType(v)
-		case k == "properties":
-			err = p.parseProps(s, raw, at)
-		case k == "required":
+		case "properties":
+			err = p.parseProps(s, v, at, depth)
+		case "required":
 			// after properties, below
-		case k == "additionalProperties":
+		case "additionalProperties":
 			if t := string(bytes.TrimSpace(v)); t != "false" {
 				err = fmt.Errorf("additionalProperties other than false is not supported")
 			}
-		case k == "items":
-			s.items, err = p.parse(v, at+"items.")
-		case k == "minItems" || k == "maxItems":
+		case "items":
+			s.items, err = p.parse(v, at+"items.", depth+1)
+		case "minItems", "maxItems":
 			var n int
 			if err = json.Unmarshal(v, &n); err != nil || n < 0 {
 				err = fmt.Errorf("%s is not a count", k)
@@ -167,10 +190,10 @@ func (p *schemaParser) parse(raw json.RawMessage, at string) (*Schema, error) {
 			} else {
 				s.maxItems = n
 			}
-		case k == "enum" || k == "const":
-			err = s.parseEnum(k, v)
-		case k == "anyOf" || k == "oneOf":
-			err = p.parseNullable(s, k, v, at)
+		case "enum":
+			enum = v
+		case "const":
+			konst = v
 		default:
 			err = fmt.Errorf("%s is not supported", k)
 		}
@@ -178,11 +201,19 @@ func (p *schemaParser) parse(raw json.RawMessage, at string) (*Schema, error) {
 			return nil, fmt.Errorf("%s%w", where(at), err)
 		}
 	}
+	if _, ok := m["additionalProperties"]; ok && s.props == nil {
+		s.props = []prop{} // no properties at all
+	}
 	if s.props != nil && s.types == tAny {
 		s.types = tObject
 	}
 	if s.items != nil && s.types == tAny {
 		s.types = tArray
+	}
+	if enum != nil || konst != nil {
+		if err := s.parseEnum(enum, konst); err != nil {
+			return nil, fmt.Errorf("%s%w", where(at), err)
+		}
 	}
 	if r, ok := m["required"]; ok {
 		var names []string
@@ -201,6 +232,35 @@ func (p *schemaParser) parse(raw json.RawMessage, at string) (*Schema, error) {
 		return nil, fmt.Errorf("%smaxItems is less than minItems", where(at))
 	}
 	return s, nil
+}
+
+// ref resolves a $ref into $defs. A ref met again while its definition is
+// read at the same nesting is a cycle of aliases with nothing in it (no
+// value could ever be written), and is refused.
+func (p *schemaParser) ref(raw json.RawMessage, at string, depth int) (*Schema, error) {
+	var name string
+	if json.Unmarshal(raw, &name) != nil {
+		return nil, fmt.Errorf("%s$ref is not a string", where(at))
+	}
+	if d, busy := p.busy[name]; busy && d == depth {
+		return nil, fmt.Errorf("%s$ref %q refers to itself with nothing in between", where(at), name)
+	}
+	if s, ok := p.done[name]; ok {
+		return &Schema{alias: s}, nil
+	}
+	d, ok := p.defs[name]
+	if !ok {
+		return nil, fmt.Errorf("%s$ref %q is not under $defs", where(at), name)
+	}
+	s := &Schema{maxItems: -1}
+	p.done[name], p.busy[name] = s, depth
+	got, err := p.parse(d, name+".", depth)
+	delete(p.busy, name)
+	if err != nil {
+		return nil, err
+	}
+	*s = *got // the placeholder others point to becomes the definition
+	return &Schema{alias: s}, nil
 }
 
 func where(at string) string {
@@ -225,7 +285,7 @@ func (s *Schema) parseType(v json.RawMessage) error {
 	switch {
 	case json.Unmarshal(v, &one) == nil:
 		many = []string{one}
-	case json.Unmarshal(v, &many) == nil:
+	case json.Unmarshal(v, &many) == nil && len(many) > 0:
 	default:
 		return fmt.Errorf("type is not a name or a list of names")
 	}
@@ -241,21 +301,16 @@ func (s *Schema) parseType(v json.RawMessage) error {
 
 // parseProps reads properties in the order the schema writes them (the
 // order the answer is asked to follow, as OpenAI's strict mode does).
-func (p *schemaParser) parseProps(s *Schema, raw json.RawMessage, at string) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	var obj map[string]json.RawMessage
-	if err := dec.Decode(&obj); err != nil {
-		return err
-	}
-	names, err := keysInOrder(obj["properties"])
+func (p *schemaParser) parseProps(s *Schema, v json.RawMessage, at string, depth int) error {
+	names, err := keysInOrder(v)
 	if err != nil {
-		return fmt.Errorf("properties is not an object")
+		return fmt.Errorf("properties: %w", err)
 	}
 	if len(names) > maxProps {
 		return fmt.Errorf("more than %d properties", maxProps)
 	}
 	var props map[string]json.RawMessage
-	if err := json.Unmarshal(obj["properties"], &props); err != nil {
+	if err := json.Unmarshal(v, &props); err != nil {
 		return fmt.Errorf("properties is not an object")
 	}
 	s.props = []prop{}
@@ -263,7 +318,7 @@ func (p *schemaParser) parseProps(s *Schema, raw json.RawMessage, at string) err
 		if strings.ContainsAny(n, "\"\\") || strings.IndexFunc(n, func(r rune) bool { return r < 0x20 }) >= 0 {
 			return fmt.Errorf("property name %q needs escapes, which are not supported", n)
 		}
-		ps, err := p.parse(props[n], at+n+".")
+		ps, err := p.parse(props[n], at+n+".", depth+1)
 		if err != nil {
 			return err
 		}
@@ -284,7 +339,11 @@ func keysInOrder(raw json.RawMessage) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		keys = append(keys, t.(string))
+		k := t.(string)
+		if slices.Contains(keys, k) {
+			return nil, fmt.Errorf("%q is there twice", k)
+		}
+		keys = append(keys, k)
 		var skip json.RawMessage
 		if err := dec.Decode(&skip); err != nil {
 			return nil, err
@@ -293,41 +352,60 @@ func keysInOrder(raw json.RawMessage) ([]string, error) {
 	return keys, nil
 }
 
-// parseEnum reads an enum (or a const) of strings, written as JSON strings
-// without escapes.
-func (s *Schema) parseEnum(k string, v json.RawMessage) error {
+// parseEnum reads an enum and a const: strings written without escapes,
+// and null. The value's types become those of its values, within type.
+func (s *Schema) parseEnum(enum, konst json.RawMessage) error {
+	if enum != nil && konst != nil {
+		return fmt.Errorf("enum with const is not supported")
+	}
 	var vals []any
-	if k == "const" {
+	if konst != nil {
 		var one any
-		if err := json.Unmarshal(v, &one); err != nil {
+		if err := json.Unmarshal(konst, &one); err != nil {
 			return err
 		}
 		vals = []any{one}
-	} else if err := json.Unmarshal(v, &vals); err != nil || len(vals) == 0 {
+	} else if err := json.Unmarshal(enum, &vals); err != nil || len(vals) == 0 {
 		return fmt.Errorf("enum is not a list of values")
 	}
 	if len(vals) > maxProps {
-		return fmt.Errorf("%s has more than %d values", k, maxProps)
+		return fmt.Errorf("enum has more than %d values", maxProps)
 	}
+	var types typeSet
 	for _, v := range vals {
+		if v == nil {
+			types |= tNull
+			continue
+		}
 		str, ok := v.(string)
 		if !ok {
-			return fmt.Errorf("%s values other than strings are not supported", k)
+			return fmt.Errorf("enum and const values other than strings and null are not supported")
 		}
 		if strings.ContainsAny(str, "\"\\") || strings.IndexFunc(str, func(r rune) bool { return r < 0x20 }) >= 0 {
-			return fmt.Errorf("%s value %q needs escapes, which are not supported", k, str)
+			return fmt.Errorf("enum value %q needs escapes, which are not supported", str)
 		}
 		s.enum = append(s.enum, str)
+		types |= tString
 	}
-	s.types |= tString
+	if s.types != tAny {
+		types &= s.types
+	}
+	if types == 0 {
+		return fmt.Errorf("no enum value is of the type")
+	}
+	s.types = types
+	if s.enum == nil {
+		s.enum = []string{} // null alone: no string
+	}
 	return nil
 }
 
-// parseNullable reads anyOf or oneOf of one schema and {"type": "null"}.
-func (p *schemaParser) parseNullable(s *Schema, k string, v json.RawMessage, at string) error {
+// nullable reads anyOf or oneOf of one schema and {"type": "null"}: an
+// alias of the schema that allows null too.
+func (p *schemaParser) nullable(k string, v json.RawMessage, at string, depth int) (*Schema, error) {
 	var alts []json.RawMessage
 	if err := json.Unmarshal(v, &alts); err != nil {
-		return fmt.Errorf("%s is not a list", k)
+		return nil, fmt.Errorf("%s%s is not a list", where(at), k)
 	}
 	var other *Schema
 	nullable := false
@@ -337,19 +415,15 @@ func (p *schemaParser) parseNullable(s *Schema, k string, v json.RawMessage, at 
 			continue
 		}
 		if other != nil {
-			return fmt.Errorf("%s of more than one schema besides null is not supported", k)
+			return nil, fmt.Errorf("%s%s of more than one schema besides null is not supported", where(at), k)
 		}
 		var err error
-		if other, err = p.parse(a, at); err != nil {
-			return err
+		if other, err = p.parse(a, at, depth); err != nil {
+			return nil, err
 		}
 	}
-	if other == nil || s.types != tAny || s.props != nil || s.items != nil || s.enum != nil {
-		return fmt.Errorf("%s is supported only as a schema or null, alone", k)
+	if other == nil {
+		return &Schema{types: tNull, maxItems: -1}, nil
 	}
-	*s = *other
-	if nullable && s.types != tAny {
-		s.types |= tNull
-	}
-	return nil
+	return &Schema{alias: other, nullable: nullable, maxItems: -1}, nil
 }

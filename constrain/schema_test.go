@@ -2,6 +2,7 @@ package constrain
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -48,6 +49,8 @@ func TestSchemaWalk(t *testing.T) {
 		{`{"child": {"x": 1}}`, 16, false},        // a boolean
 		{`{"name": "A", "age": 3, "any": {"z": [null]}}`, -1, true},
 		{`{"name": "A", "age": 3, }`, 24, false},
+		{`{"name": "A", "age": 3, "child": {"x": true, "next": 39}}`, 53, false}, // a Child or null
+		{`{"name": "A", "age": 3, "child": {"x": true, "next": {"x": 1}}}`, 59, false},
 	}
 	for _, c := range cases {
 		j := NewSchemaJSON(s)
@@ -75,6 +78,53 @@ func TestSchemaWalk(t *testing.T) {
 	}
 }
 
+// walk feeds text to a walk of schema and returns how many bytes it took
+// and whether the object is whole.
+func walk(t *testing.T, schema, text string) (int, bool) {
+	t.Helper()
+	s, err := ParseSchema(json.RawMessage(schema))
+	if err != nil {
+		t.Fatalf("%s: %v", schema, err)
+	}
+	j := NewSchemaJSON(s)
+	for i := 0; i < len(text); i++ {
+		if !j.Feed(text[i]) {
+			return i, false
+		}
+	}
+	return len(text), j.Done()
+}
+
+func TestSchemaCases(t *testing.T) {
+	const node = `{"$defs": {"N": {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"anyOf": [{"$ref": "#/$defs/N"}, {"type": "null"}]}}, "required": ["v"]}}, "$ref": "#/$defs/N"}`
+	const nullableEnum = `{"type": "object", "properties": {"e": {"type": ["string", "null"], "enum": ["x", "y"]}, "f": {"enum": ["x", null]}}}`
+	cases := []struct {
+		schema, text string
+		taken        int
+		done         bool
+	}{
+		{node, `{"v": 1, "next": {"v": 2, "next": null}}`, -1, true},
+		{node, `{"v": 1, "next": 5}`, 17, false},
+		{node, `{"v": 1, "next": {"v": "x"}}`, 23, false},
+		{nullableEnum, `{"e": "y", "f": null}`, -1, true},
+		{nullableEnum, `{"e": null}`, 6, false},
+		{nullableEnum, `{"f": "x"}`, -1, true},
+		{`{"type": "object", "additionalProperties": false}`, `{}`, -1, true},
+		{`{"type": "object", "additionalProperties": false}`, `{"zz": 1}`, 1, false},
+		{`{"type": "object"}`, `{"zz": [1, {"a": null}]}`, -1, true},
+	}
+	for _, c := range cases {
+		taken, done := walk(t, c.schema, c.text)
+		want := c.taken
+		if want < 0 {
+			want = len(c.text)
+		}
+		if taken != want || done != c.done {
+			t.Errorf("%s on %s: took %d bytes (%q), done %v; want %d, %v", c.text, c.schema, taken, c.text[:taken], done, want, c.done)
+		}
+	}
+}
+
 func TestParseSchemaRefuses(t *testing.T) {
 	cases := []struct{ schema, says string }{
 		{`{"type": "array", "items": {}}`, "must describe an object"},
@@ -82,6 +132,14 @@ func TestParseSchemaRefuses(t *testing.T) {
 		{`{"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}}`, "more than one schema besides null"},
 		{`{"type": "object", "additionalProperties": true}`, "additionalProperties other than false"},
 		{`{"type": "object", "properties": {"a": {"enum": [1, 2]}}}`, "values other than strings"},
+		{`{"type": "object", "properties": {"a": {"type": "integer", "enum": ["x"]}}}`, "no enum value is of the type"},
+		{`{"type": "object", "properties": {"a": {"const": "x", "enum": ["x", "y"]}}}`, "enum with const"},
+		{`{"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}], "type": "integer"}}}`, "anyOf with other keywords"},
+		{`{"type": "object", "properties": {"a": {"$ref": "#/$defs/S", "type": "integer"}}, "$defs": {"S": {"type": "string"}}}`, "$ref with other keywords"},
+		{`{"type": "object", "properties": {"a": null}}`, "a: not a schema object"},
+		{`{"type": "object", "properties": {"a": {}, "a": {}}}`, `"a" is there twice`},
+		{`{"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}}`, "refers to itself"},
+		{strings.Repeat(`{"type": "object", "properties": {"a": `, 70) + `{}` + strings.Repeat(`}}`, 70), "nests deeper than 64"},
 		{`{"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}}`, `$ref "#/$defs/Missing" is not under $defs`},
 		{`{"type": "object", "properties": {"a": {}}, "required": ["b"]}`, `required names "b"`},
 		{`{"type": "object", "properties": {"a\"b": {}}}`, "needs escapes"},
@@ -95,16 +153,84 @@ func TestParseSchemaRefuses(t *testing.T) {
 	}
 }
 
+// valid is an independent check of a decoded value against a schema, for
+// the fuzz test: what the walk takes whole must be valid.
+func valid(v any, s *Schema) bool {
+	if s == nil {
+		return true
+	}
+	if s.alias != nil {
+		return (v == nil && s.nullable) || valid(v, s.alias)
+	}
+	var t typeSet
+	switch x := v.(type) {
+	case nil:
+		t = tNull
+	case bool:
+		t = tBool
+	case json.Number:
+		t = tNumber
+		if !strings.ContainsAny(string(x), ".eE") {
+			t = tInteger
+		}
+	case string:
+		t = tString
+		if s.enum != nil && !slices.Contains(s.enum, x) {
+			return false
+		}
+	case []any:
+		t = tArray
+		if len(x) < s.minItems || (s.maxItems >= 0 && len(x) > s.maxItems) {
+			return false
+		}
+		for _, e := range x {
+			if !valid(e, s.items) {
+				return false
+			}
+		}
+	case map[string]any:
+		t = tObject
+		if s.props != nil {
+			for i, p := range s.props {
+				if _, ok := x[p.name]; !ok && s.required&(1<<i) != 0 {
+					return false
+				}
+			}
+			for k, e := range x {
+				i := s.prop(k)
+				if i < 0 || !valid(e, s.props[i].s) {
+					return false
+				}
+			}
+		}
+	}
+	switch {
+	case s.types == tAny:
+		return true
+	case t == tInteger:
+		return s.types&(tInteger|tNumber) != 0
+	}
+	return s.types&t != 0
+}
+
 func FuzzParseSchema(f *testing.F) {
 	f.Add(personSchema, `{"name": "A", "age": 3}`)
+	f.Add(personSchema, `{"name": "A", "age": 3, "child": {"x": true, "next": {"x": false, "next": null}}, "kind": "bb"}`)
+	f.Add(`{"$defs": {"N": {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"anyOf": [{"$ref": "#/$defs/N"}, {"type": "null"}]}}, "required": ["v"]}}, "$ref": "#/$defs/N"}`, `{"v": 1, "next": {"v": 2, "next": null}}`)
 	f.Fuzz(func(t *testing.T, schema, text string) {
 		s, err := ParseSchema(json.RawMessage(schema))
 		if err != nil {
 			return
 		}
 		j := NewSchemaJSON(s)
-		if j.FeedString(text) && j.Done() && !json.Valid([]byte(text)) {
-			t.Fatalf("%q took %q, which is not JSON", schema, text)
+		if !j.FeedString(text) || !j.Done() {
+			return
+		}
+		dec := json.NewDecoder(strings.NewReader(text))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil || !valid(v, s) {
+			t.Fatalf("%s took %s, which is not valid (%v)", schema, text, err)
 		}
 	})
 }
