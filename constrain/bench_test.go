@@ -9,8 +9,8 @@ import (
 )
 
 // BenchmarkAllowVocab is the whole vocabulary's check at a step whose
-// sampled token was refused (JSONTokens.Allow over every id, inside a
-// string and after a key), per token of the vocabulary.
+// sampled token was refused, inside a string and after a key: Mask (tokens
+// grouped by first byte) and Allow token by token, per vocabulary token.
 func BenchmarkAllowVocab(b *testing.B) {
 	f, err := gguf.Open(filepath.Join("../../shared/golden/models", "tiny-glm-f32.gguf"))
 	if err != nil {
@@ -22,6 +22,16 @@ func BenchmarkAllowVocab(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, state := range []struct{ name, text string }{{"in a string", `{"a": "b`}, {"after a key", `{"a"`}} {
+		b.Run("mask "+state.name, func(b *testing.B) {
+			c := NewJSONTokens(tok)
+			c.json.FeedString(state.text)
+			logits := make([]float32, tok.Vocab())
+			n := tok.Vocab()
+			for b.Loop() {
+				c.Mask(logits)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/token")
+		})
 		b.Run(state.name, func(b *testing.B) {
 			c := NewJSONTokens(tok)
 			c.json.FeedString(state.text)
