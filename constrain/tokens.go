@@ -18,6 +18,7 @@ type JSONTokens struct {
 	// made at the first Mask
 	byFirst *[256][]int32
 	rest    []int32
+	first   JSON // Mask: the state after a group's first byte
 }
 
 // NewJSONTokens starts an answer that is one JSON object.
@@ -65,8 +66,8 @@ func (c *JSONTokens) Mask(logits []float32) {
 		if len(group) == 0 {
 			continue
 		}
-		c.json.CopyTo(&c.scratch)
-		if !c.scratch.Feed(byte(b)) {
+		c.json.CopyTo(&c.first)
+		if !c.first.Feed(byte(b)) {
 			for _, id := range group {
 				if int(id) < len(logits) {
 					logits[id] = refuse
@@ -75,8 +76,14 @@ func (c *JSONTokens) Mask(logits []float32) {
 			continue
 		}
 		for _, id := range group {
-			if int(id) < len(logits) && !c.Allow(id) {
-				logits[id] = refuse
+			if int(id) >= len(logits) {
+				continue
+			}
+			if p := c.tok.Piece(id); len(p) > 1 { // the rest of its bytes, after the first
+				c.first.CopyTo(&c.scratch)
+				if !c.scratch.FeedString(p[1:]) {
+					logits[id] = refuse
+				}
 			}
 		}
 	}
