@@ -248,8 +248,8 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 			tok = s.Sample(logits, history)
 			if c := req.Constraint; c != nil {
 				if !c.Allow(tok) {
-					if m, ok := c.(Masker); ok {
-						m.Mask(logits)
+					if mk, ok := c.(Masker); ok {
+						mk.Mask(logits)
 					} else {
 						for id := range logits {
 							if !c.Allow(int32(id)) {
