@@ -11,39 +11,37 @@ package constrain
 // one space or a newline and at most MaxIndent spaces or tabs, so that a
 // model cannot pad forever; containers nest at most MaxDepth deep.
 type JSON struct {
-	mode  mode
-	key   bool  // the string being read is an object's key
-	cont  uint8 // a character's continuation bytes still to come
-	lo    byte  // the range the next of them must lie in
-	hi    byte
-	hex   uint8 // \u digits still to come
-	lit   uint8 // the literal being matched (literals) and how far (pos)
-	pos   uint8
-	space uint8 // the whitespace so far: 0 none, spaceOne after a space, 1+n after a newline and n indents
-	depth uint8
-	stack [MaxDepth]byte // '{' or '[' for each open container
+	mode   mode
+	key    bool  // the string being read is an object's key
+	cont   uint8 // a character's continuation bytes still to come
+	lo     byte  // the range the next of them must lie in
+	hi     byte
+	hex    uint8 // \u digits still to come
+	lit    uint8 // the literal being matched (literals) and how far (pos)
+	pos    uint8
+	space  uint8   // the whitespace so far: 0 none, spaceOne after a space, 1+n after a newline and n indents
+	frames []frame // the open containers, innermost last
 
 	// With a schema (NewSchemaJSON): the value about to start, or being
-	// read; the open containers' schemas; a key's or an enum string's
-	// candidates (a bit each) and how many of its bytes have come.
-	root   *Schema
-	cur    *Schema
-	frames []frame
-	cand   uint64
-	cpos   int
-	enum   bool
+	// read (nil: any); a key's or an enum string's candidates (a bit each)
+	// and how many of its bytes have come.
+	cur  *Schema
+	cand uint64
+	cpos int
+	enum bool
 }
 
-// frame is an open container under a schema: its schema (nil: any), the
+// frame is an open container: '{' or '[', its schema (nil: any), the
 // properties seen, the items begun.
 type frame struct {
+	open  byte
 	s     *Schema
 	seen  uint64
 	count int
 }
 
 // NewSchemaJSON recognises one object that s (from ParseSchema) allows.
-func NewSchemaJSON(s *Schema) JSON { return JSON{root: s, cur: s} }
+func NewSchemaJSON(s *Schema) JSON { return JSON{cur: s} }
 
 // CopyTo makes dst a copy of j that does not share its state.
 func (j *JSON) CopyTo(dst *JSON) {
@@ -55,11 +53,8 @@ func (j *JSON) CopyTo(dst *JSON) {
 // strict reports whether the innermost container is an object with listed
 // properties (only those may appear), and returns its frame.
 func (j *JSON) strict() (*frame, bool) {
-	if len(j.frames) == 0 {
-		return nil, false
-	}
-	f := &j.frames[len(j.frames)-1]
-	return f, f.s != nil && f.s.props != nil
+	f := j.top()
+	return f, f != nil && f.s != nil && f.s.props != nil
 }
 
 // mask is a bit for each of n candidates.
@@ -161,7 +156,7 @@ func (j *JSON) Feed(c byte) bool {
 				return false // every property is there
 			}
 			j.cpos = 0
-		} else if j.root != nil {
+		} else {
 			j.cur = nil // a key of an object whose properties are any
 		}
 	case mColon:
@@ -170,8 +165,9 @@ func (j *JSON) Feed(c byte) bool {
 		}
 		j.mode = mValue
 	case mAfter:
-		top := j.stack[j.depth-1]
-		if f := j.top(); c == ',' && f != nil && f.s != nil {
+		f := j.top()
+		top := f.open
+		if c == ',' && f.s != nil {
 			if top == '{' && f.s.props != nil && mask(len(f.s.props))&^f.seen == 0 {
 				return false // no property left
 			}
@@ -190,7 +186,7 @@ func (j *JSON) Feed(c byte) bool {
 			return false
 		}
 	case mString:
-		if j.key && j.root != nil {
+		if j.key {
 			if f, ok := j.strict(); ok {
 				return j.matchKey(c, f)
 			}
@@ -303,46 +299,44 @@ func (j *JSON) Feed(c byte) bool {
 // yet seen; at its end the value's schema is the property's.
 func (j *JSON) matchKey(c byte, f *frame) bool {
 	props := f.s.props
-	if c == '"' {
-		for i, p := range props {
-			if j.cand&(1<<i) != 0 && len(p.name) == j.cpos {
-				f.seen |= 1 << i
-				j.cur, j.mode, j.key = p.s, mColon, false
-				return true
-			}
-		}
-		return false
+	i, ok := j.narrow(c, len(props), func(i int) string { return props[i].name })
+	if ok && i >= 0 {
+		f.seen |= 1 << i
+		j.cur, j.mode, j.key = props[i].s, mColon, false
 	}
-	var next uint64
-	for i, p := range props {
-		if j.cand&(1<<i) != 0 && j.cpos < len(p.name) && p.name[j.cpos] == c {
-			next |= 1 << i
-		}
-	}
-	j.cand, j.cpos = next, j.cpos+1
-	return next != 0
+	return ok
 }
 
 // matchEnum reads a byte of a string that must be one of the enum's.
 func (j *JSON) matchEnum(c byte) bool {
-	vals := j.cur.enum
+	i, ok := j.narrow(c, len(j.cur.enum), func(i int) string { return j.cur.enum[i] })
+	if ok && i >= 0 {
+		j.mode, j.enum = mAfter, false
+	}
+	return ok
+}
+
+// narrow reads byte c of a string that must be one of n candidates (the
+// bits of j.cand; name gives each one's text): a closing quote ends it as
+// the one whole candidate, whose index comes back; another byte keeps the
+// candidates it continues (index -1). ok is false when none fits.
+func (j *JSON) narrow(c byte, n int, name func(int) string) (i int, ok bool) {
 	if c == '"' {
-		for i, v := range vals {
-			if j.cand&(1<<i) != 0 && len(v) == j.cpos {
-				j.mode, j.enum = mAfter, false
-				return true
+		for i := range n {
+			if j.cand&(1<<i) != 0 && len(name(i)) == j.cpos {
+				return i, true
 			}
 		}
-		return false
+		return -1, false
 	}
 	var next uint64
-	for i, v := range vals {
-		if j.cand&(1<<i) != 0 && j.cpos < len(v) && v[j.cpos] == c {
+	for i := range n {
+		if s := name(i); j.cand&(1<<i) != 0 && j.cpos < len(s) && s[j.cpos] == c {
 			next |= 1 << i
 		}
 	}
 	j.cand, j.cpos = next, j.cpos+1
-	return next != 0
+	return -1, next != 0
 }
 
 // lead starts a character of more than one byte (UTF-8: no overlong forms,
@@ -372,7 +366,7 @@ func (j *JSON) lead(c byte) bool {
 
 // value starts a value with c.
 func (j *JSON) value(c byte) bool {
-	if j.root != nil && !j.schemaValue(c) {
+	if !j.schemaValue(c) {
 		return false
 	}
 	switch {
@@ -401,7 +395,7 @@ func (j *JSON) value(c byte) bool {
 // schemaValue checks a value's first byte against its schema: in an array
 // the items', in an object the property's (set when its key ended).
 func (j *JSON) schemaValue(c byte) bool {
-	if f := j.top(); f != nil && j.stack[j.depth-1] == '[' {
+	if f := j.top(); f != nil && f.open == '[' {
 		j.cur = nil
 		if f.s != nil {
 			j.cur = f.s.items
@@ -438,7 +432,7 @@ func (j *JSON) schemaValue(c byte) bool {
 	return true
 }
 
-// top is the innermost container's frame (nil without a schema).
+// top is the innermost container's frame (nil before the object).
 func (j *JSON) top() *frame {
 	if len(j.frames) == 0 {
 		return nil
@@ -454,14 +448,10 @@ func (j *JSON) endNumber(c byte) bool {
 }
 
 func (j *JSON) push(c byte) bool {
-	if j.depth == MaxDepth {
+	if len(j.frames) == MaxDepth {
 		return false
 	}
-	j.stack[j.depth] = c
-	j.depth++
-	if j.root != nil {
-		j.frames = append(j.frames, frame{s: j.cur})
-	}
+	j.frames = append(j.frames, frame{open: c, s: j.cur})
 	if c == '{' {
 		j.mode = mKeyOrEnd
 	} else {
@@ -471,18 +461,15 @@ func (j *JSON) push(c byte) bool {
 }
 
 func (j *JSON) pop() bool {
-	if f := j.top(); f != nil && f.s != nil {
-		if j.stack[j.depth-1] == '{' && f.s.required&^f.seen != 0 {
+	if f := j.top(); f.s != nil {
+		if f.open == '{' && f.s.required&^f.seen != 0 {
 			return false // a required property is missing
 		}
-		if j.stack[j.depth-1] == '[' && f.count < f.s.minItems {
+		if f.open == '[' && f.count < f.s.minItems {
 			return false
 		}
-		j.frames = j.frames[:len(j.frames)-1]
-	} else if f != nil {
-		j.frames = j.frames[:len(j.frames)-1]
 	}
-	if j.depth--; j.depth == 0 {
+	if j.frames = j.frames[:len(j.frames)-1]; len(j.frames) == 0 {
 		j.mode = mDone
 	} else {
 		j.mode = mAfter
