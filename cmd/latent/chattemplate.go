@@ -12,8 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/latent-ai/latent/chat"
-	"github.com/latent-ai/latent/gguf"
-	"github.com/latent-ai/latent/hub"
 )
 
 func newChatTemplateCmd() *cobra.Command {
@@ -101,11 +99,7 @@ func loadChatTemplate(cmd *cobra.Command, path string) (*chat.Template, error) {
 		}
 		return tpl, nil
 	}
-	file, err := hub.Find(path, hub.Options{})
-	if err != nil {
-		return nil, err
-	}
-	f, err := gguf.Open(file)
+	f, err := openStored(path)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/latent-ai/latent/gguf"
+	"github.com/latent-ai/latent/hub"
 	"github.com/spf13/cobra"
 )
 
@@ -90,4 +92,14 @@ func someArgs(noun string) cobra.PositionalArgs {
 // usage is the command's Use line under its full name.
 func usage(cmd *cobra.Command) string {
 	return cmd.CommandPath() + strings.TrimPrefix(cmd.Use, cmd.Name())
+}
+
+// openStored opens a model file, or a model in the store, without ever
+// downloading it (hub.Find).
+func openStored(ref string) (*gguf.File, error) {
+	path, err := hub.Find(ref, hub.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return gguf.Open(path)
 }

@@ -107,8 +107,9 @@ type runOptions struct {
 }
 
 // runTokens generates after a prompt of token ids, printing the ids.
-func runTokens(cmd *cobra.Command, ref string, o *runOptions) (err error) {
+func runTokens(cmd *cobra.Command, ref string, o *runOptions) error {
 	req := engine.Request{MaxTokens: o.n, Sampler: *o.sampler}
+	var err error
 	if req.Prompt, err = parseTokens("--prompt-tokens", o.promptTokens, true); err != nil {
 		return err
 	}
@@ -150,12 +151,6 @@ func runTokens(cmd *cobra.Command, ref string, o *runOptions) (err error) {
 	if _, err := fmt.Fprintln(out); err != nil {
 		return err
 	}
-	defer func() {
-		if err == nil {
-			err = interrupted(cmd, ctx)
-		}
-	}()
-
 	errOut := cmd.ErrOrStderr()
 	if res.StopReason == engine.StopContext {
 		fmt.Fprintf(errOut, "stopped: the context of %d tokens is full (raise --ctx)\n", lm.Model.Context())
@@ -163,7 +158,7 @@ func runTokens(cmd *cobra.Command, ref string, o *runOptions) (err error) {
 	if o.verbose {
 		printRunStats(errOut, res, loaded, req.Sampler.Seed)
 	}
-	return nil
+	return interrupted(cmd, ctx)
 }
 
 // loadRef resolves a model reference (pulling it on first use, with

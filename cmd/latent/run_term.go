@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +11,7 @@ import (
 )
 
 // errInterrupt is what reading a line returns when the user presses Ctrl-C.
-var errInterrupt = errors.New("interrupted")
+var errInterrupt = errors.New("Ctrl-C at the prompt")
 
 // lineReader reads the user's input in the chat.
 type lineReader interface {
@@ -71,9 +70,12 @@ func (r *termReader) ReadLine(prompt string) (string, bool, error) {
 		return "", false, fmt.Errorf("terminal: %w", err)
 	}
 	defer term.Restore(fd, state)
-	if w, h, err := term.GetSize(r.size); err == nil {
-		r.t.SetSize(w, h)
+	fit := func() {
+		if w, h, err := term.GetSize(r.size); err == nil {
+			r.t.SetSize(w, h)
+		}
 	}
+	fit()
 	// A resize while the line is edited reflows it (x/term redraws).
 	resized, stopResizes := resizes()
 	done := make(chan struct{})
@@ -81,9 +83,7 @@ func (r *termReader) ReadLine(prompt string) (string, bool, error) {
 		for {
 			select {
 			case <-resized:
-				if w, h, err := term.GetSize(r.size); err == nil {
-					r.t.SetSize(w, h)
-				}
+				fit()
 			case <-done:
 				return
 			}
@@ -121,7 +121,7 @@ func (k *ctrlCKeys) Read(p []byte) (int, error) {
 		if n == 0 {
 			return 0, err
 		}
-		k.pending = bytes.ReplaceAll([]byte(keyMap.Replace(string(buf[:n]))), []byte{3}, []byte(string(ctrlC)+"\r"))
+		k.pending = []byte(keyMap.Replace(string(buf[:n])))
 	}
 	n := copy(p, k.pending)
 	k.pending = k.pending[n:]
@@ -131,9 +131,11 @@ func (k *ctrlCKeys) Read(p []byte) (int, error) {
 // keyMap maps sequences that terminals send and x/term does not read: Home and
 // End as tmux, screen and the Linux console send them, the cursor keys in
 // application mode, and Ctrl-Left/Right (word moves, as Alt-Left/Right);
-// F1-F4 are dropped (x/term would type their last letter). A key's sequence
-// arrives in one read, so a read is mapped as a whole.
+// F1-F4 are dropped (x/term would type their last letter); Ctrl-C becomes
+// ctrlC and Enter (ctrlCKeys). A key's sequence arrives in one read, so a
+// read is mapped as a whole.
 var keyMap = strings.NewReplacer(
+	"\x03", string(ctrlC)+"\r",
 	"\x1b[1~", "\x1b[H", "\x1b[7~", "\x1b[H", "\x1bOH", "\x1b[H",
 	"\x1b[4~", "\x1b[F", "\x1b[8~", "\x1b[F", "\x1bOF", "\x1b[F",
 	"\x1bOA", "\x1b[A", "\x1bOB", "\x1b[B", "\x1bOC", "\x1b[C", "\x1bOD", "\x1b[D",

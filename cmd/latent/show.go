@@ -10,8 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/latent-ai/latent/gguf"
-	"github.com/latent-ai/latent/hub"
 	"github.com/latent-ai/latent/internal/units"
 	"github.com/latent-ai/latent/model"
 	"github.com/latent-ai/latent/model/deepseek2"
@@ -28,11 +26,7 @@ MODEL is a .gguf file or a model in the store (latent list); show never
 downloads one (latent pull does).`,
 		Args: oneArg("model"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := hub.Find(args[0], hub.Options{})
-			if err != nil {
-				return err
-			}
-			f, err := gguf.Open(path)
+			f, err := openStored(args[0])
 			if err != nil {
 				return err
 			}

@@ -11,8 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/latent-ai/latent/gguf"
-	"github.com/latent-ai/latent/hub"
 	"github.com/latent-ai/latent/tokenizer"
 )
 
@@ -78,11 +76,7 @@ The input is --text, or standard input when --text is not given. MODEL is a
 
 // loadTokenizer reads the tokenizer of a model file or stored model.
 func loadTokenizer(ref string) (*tokenizer.Tokenizer, error) {
-	path, err := hub.Find(ref, hub.Options{})
-	if err != nil {
-		return nil, err
-	}
-	f, err := gguf.Open(path)
+	f, err := openStored(ref)
 	if err != nil {
 		return nil, err
 	}
