@@ -299,23 +299,21 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 		}
 		held = append(held[:0], held[len(held)-keep:]...)
 
-		if req.Constraint != nil && req.Constraint.Done() {
-			if err := emitAll(held); err != nil {
-				return nil, nil, err
-			}
-			return finish(StopConstraint)
+		// the output is complete, or may not grow: what is held goes out
+		reason := ""
+		switch {
+		case req.Constraint != nil && req.Constraint.Done():
+			reason = StopConstraint
+		case req.MaxTokens > 0 && res.Generated >= req.MaxTokens:
+			reason = StopLength
+		case full:
+			reason = StopContext
 		}
-		if req.MaxTokens > 0 && res.Generated >= req.MaxTokens {
+		if reason != "" {
 			if err := emitAll(held); err != nil {
 				return nil, nil, err
 			}
-			return finish(StopLength)
-		}
-		if full {
-			if err := emitAll(held); err != nil {
-				return nil, nil, err
-			}
-			return finish(StopContext)
+			return finish(reason)
 		}
 		if ctx.Err() != nil {
 			return finish(StopCancelled)

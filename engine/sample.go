@@ -120,12 +120,10 @@ const pcgStream = 0x9e3779b97f4a7c15
 type Sampler struct {
 	o     SamplerOptions
 	rng   *rand.Rand
-	buf   []float32   // the logits after the repetition penalty
-	cand  []candidate // the tokens still in the running
-	w     []float64   // their weights for the draw
-	mark  []uint32    // mark[t] == call: count[t] counts t in this call's window
-	count []int32
-	call  uint32
+	buf   []float32     // the logits after the repetition penalty
+	cand  []candidate   // the tokens still in the running
+	w     []float64     // their weights for the draw
+	count []int32       // each recent token's count: all zero between calls
 	mass  [1024]float64 // top-p's probability mass per logit bucket
 }
 
@@ -193,26 +191,16 @@ func (s *Sampler) penalize(logits []float32, history []int32) []float32 {
 	V := len(logits)
 	if cap(s.buf) < V {
 		s.buf = make([]float32, V)
-		s.mark = make([]uint32, V)
 		s.count = make([]int32, V)
-		s.call = 0
 	}
-	buf, mark, count := s.buf[:V], s.mark[:V], s.count[:V]
+	buf, count := s.buf[:V], s.count[:V]
 	copy(buf, logits)
-	if s.call++; s.call == 0 { // wrapped: old marks could collide
-		clear(mark)
-		s.call = 1
-	}
 	for _, t := range history { // count each recent token
-		if t < 0 || int(t) >= V {
-			continue
+		if t >= 0 && int(t) < V {
+			count[t]++
 		}
-		if mark[t] != s.call {
-			mark[t], count[t] = s.call, 0
-		}
-		count[t]++
 	}
-	for _, t := range history { // and penalise it once
+	for _, t := range history { // and penalise it once, clearing its count
 		if t < 0 || int(t) >= V || count[t] == 0 {
 			continue
 		}
