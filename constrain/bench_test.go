@@ -21,9 +21,10 @@ func BenchmarkAllowVocab(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	v := NewVocab(tok)
 	for _, state := range []struct{ name, text string }{{"in a string", `{"a": "b`}, {"after a key", `{"a"`}} {
 		b.Run("mask "+state.name, func(b *testing.B) {
-			c := NewJSONTokens(tok)
+			c := NewJSONTokens(v, nil)
 			c.json.FeedString(state.text)
 			logits := make([]float32, tok.Vocab())
 			n := tok.Vocab()
@@ -33,7 +34,7 @@ func BenchmarkAllowVocab(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/token")
 		})
 		b.Run(state.name, func(b *testing.B) {
-			c := NewJSONTokens(tok)
+			c := NewJSONTokens(v, nil)
 			c.json.FeedString(state.text)
 			n := tok.Vocab()
 			for b.Loop() {

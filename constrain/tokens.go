@@ -6,36 +6,53 @@ import (
 	"github.com/latent-ai/latent/tokenizer"
 )
 
+// Vocab is a tokenizer's vocabulary as JSONTokens reads it: its text tokens
+// grouped by first byte, and the rest (end-of-generation, special, empty).
+// Made once per tokenizer, it serves any number of answers.
+type Vocab struct {
+	tok     *tokenizer.Tokenizer
+	byFirst [256][]int32
+	rest    []int32
+}
+
+// NewVocab indexes tok's vocabulary.
+func NewVocab(tok *tokenizer.Tokenizer) *Vocab {
+	v := &Vocab{tok: tok}
+	for id := range int32(tok.Vocab()) {
+		if p := tok.Piece(id); tok.IsText(id) && p != "" && !tok.IsEOG(id) {
+			v.byFirst[p[0]] = append(v.byFirst[p[0]], id)
+		} else {
+			v.rest = append(v.rest, id)
+		}
+	}
+	return v
+}
+
 // JSONTokens constrains a generation to one JSON object, token by token
 // (engine.Constraint): a token may come next when all its bytes continue
 // the object, an end-of-generation token only once the object is whole.
 // Control and other special tokens never come.
 type JSONTokens struct {
-	tok     *tokenizer.Tokenizer
+	v       *Vocab
 	json    JSON
 	scratch JSON
-	// the vocabulary's text tokens by their first byte, and the rest (Mask),
-	// made at the first Mask
-	byFirst *[256][]int32
-	rest    []int32
 	first   JSON // Mask: the state after a group's first byte
 }
 
-// NewJSONTokens starts an answer that is one JSON object.
-func NewJSONTokens(tok *tokenizer.Tokenizer) *JSONTokens { return &JSONTokens{tok: tok} }
-
-// NewSchemaTokens starts an answer that is one JSON object s allows.
-func NewSchemaTokens(tok *tokenizer.Tokenizer, s *Schema) *JSONTokens {
-	return &JSONTokens{tok: tok, json: NewSchemaJSON(s)}
+// NewJSONTokens starts an answer that is one JSON object, one s (from
+// ParseSchema) allows when s is not nil.
+func NewJSONTokens(v *Vocab, s *Schema) *JSONTokens {
+	return &JSONTokens{v: v, json: NewSchemaJSON(s)}
 }
 
 // Allow reports whether id may come next.
 func (c *JSONTokens) Allow(id int32) bool {
-	if c.tok.IsEOG(id) {
+	tok := c.v.tok
+	if tok.IsEOG(id) {
 		return c.json.Done()
 	}
-	piece := c.tok.Piece(id)
-	if !c.tok.IsText(id) || piece == "" {
+	piece := tok.Piece(id)
+	if !tok.IsText(id) || piece == "" {
 		return false
 	}
 	c.json.CopyTo(&c.scratch)
@@ -44,8 +61,8 @@ func (c *JSONTokens) Allow(id int32) bool {
 
 // Accept moves past id, which Allow allowed.
 func (c *JSONTokens) Accept(id int32) {
-	if !c.tok.IsEOG(id) {
-		c.json.FeedString(c.tok.Piece(id))
+	if !c.v.tok.IsEOG(id) {
+		c.json.FeedString(c.v.tok.Piece(id))
 	}
 }
 
@@ -54,15 +71,11 @@ func (c *JSONTokens) Done() bool { return c.json.Done() }
 
 // Mask sets the logit of every token Allow refuses to -Inf (engine.Masker).
 // Tokens are tried by their first byte: a byte the object cannot take next
-// removes its whole group (after '{' all but a few bytes), so a step costs
-// 256 one-byte tries and the full check of the tokens that start well.
+// removes its whole group (after '{' all but a few bytes), and the others
+// are checked from the state after it.
 func (c *JSONTokens) Mask(logits []float32) {
-	if c.byFirst == nil {
-		c.index()
-	}
 	refuse := float32(math.Inf(-1))
-	for b := range 256 {
-		group := c.byFirst[b]
+	for b, group := range &c.v.byFirst {
 		if len(group) == 0 {
 			continue
 		}
@@ -79,7 +92,7 @@ func (c *JSONTokens) Mask(logits []float32) {
 			if int(id) >= len(logits) {
 				continue
 			}
-			if p := c.tok.Piece(id); len(p) > 1 { // the rest of its bytes, after the first
+			if p := c.v.tok.Piece(id); len(p) > 1 { // the rest of its bytes, after the first
 				c.first.CopyTo(&c.scratch)
 				if !c.scratch.FeedString(p[1:]) {
 					logits[id] = refuse
@@ -87,25 +100,12 @@ func (c *JSONTokens) Mask(logits []float32) {
 			}
 		}
 	}
-	for _, id := range c.rest {
+	for _, id := range c.v.rest {
 		if int(id) < len(logits) && !c.Allow(id) {
 			logits[id] = refuse
 		}
 	}
-	for id := c.tok.Vocab(); id < len(logits); id++ { // a padded vocabulary's ids past the tokenizer's
+	for id := c.v.tok.Vocab(); id < len(logits); id++ { // a padded vocabulary's ids past the tokenizer's
 		logits[id] = refuse
 	}
-}
-
-// index groups the vocabulary for Mask.
-func (c *JSONTokens) index() {
-	var by [256][]int32
-	for id := range int32(c.tok.Vocab()) {
-		if p := c.tok.Piece(id); c.tok.IsText(id) && p != "" && !c.tok.IsEOG(id) {
-			by[p[0]] = append(by[p[0]], id)
-		} else {
-			c.rest = append(c.rest, id)
-		}
-	}
-	c.byFirst = &by
 }

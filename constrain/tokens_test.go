@@ -34,6 +34,7 @@ func TestMaskIsAllow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	v := NewVocab(tok)
 	for _, c := range []struct {
 		schema *Schema
 		text   string
@@ -42,10 +43,7 @@ func TestMaskIsAllow(t *testing.T) {
 		{schema, ``}, {schema, `{`}, {schema, `{"na`}, {schema, `{"name": `}, {schema, `{"name": "A", "age": 3`},
 		{schema, `{"kind": "b`}, {schema, `{"name": "A", "age": 3}`},
 	} {
-		j := NewJSONTokens(tok)
-		if c.schema != nil {
-			j = NewSchemaTokens(tok, c.schema)
-		}
+		j := NewJSONTokens(v, c.schema)
 		if !j.json.FeedString(c.text) {
 			t.Fatalf("%q does not feed", c.text)
 		}

@@ -164,10 +164,7 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 	ereq := engine.Request{Prompt: ids, MaxTokens: req.maxTokens, EOG: m.Tokenizer.EOG(), Sampler: req.sampler}
 	var object *constrain.JSONTokens
 	if j := req.json; j != nil {
-		object = constrain.NewJSONTokens(m.Tokenizer)
-		if j.schema != nil {
-			object = constrain.NewSchemaTokens(m.Tokenizer, j.schema)
-		}
+		object = constrain.NewJSONTokens(s.vocab(), j.schema)
 		ereq.Constraint = object
 	}
 	out, err := s.session.Generate(gctx, ereq, func(t engine.Token) error {

@@ -86,44 +86,26 @@ func TestOllamaJSONFormat(t *testing.T) {
 	}
 }
 
-func TestJSONModeCompletionsAndTools(t *testing.T) {
+// TestJSONModeCompletions: /v1/completions takes response_format too. (A
+// JSON answer to a chat that offers tools: TestToolCallsStayText.)
+func TestJSONModeCompletions(t *testing.T) {
 	m := goldenModel(t, "tiny-glm-f32.gguf", 512)
-	t.Run("completions", func(t *testing.T) {
-		ts := startServer(t, Config{Model: newScriptedNet(m, jsonReply, 512).on(m)})
-		var resp struct {
-			Choices []struct {
-				Text         string `json:"text"`
-				FinishReason string `json:"finish_reason"`
-			} `json:"choices"`
-		}
-		postJSON(t, ts.url+"/v1/completions", `{"prompt":"Weather:","response_format":{"type":"json_object"}}`, 200, &resp)
-		if c := resp.Choices[0]; c.Text != jsonObject || c.FinishReason != "stop" {
-			t.Errorf("text %q, finish %q; want %q, stop", c.Text, c.FinishReason, jsonObject)
-		}
-		var e struct{ Error struct{ Param string } }
-		postJSON(t, ts.url+"/v1/completions", `{"prompt":"x","response_format":{"type":"json_schema"}}`, 400, &e)
-		if e.Error.Param != "response_format" {
-			t.Errorf("param %q", e.Error.Param)
-		}
-	})
-	t.Run("tools", func(t *testing.T) {
-		// A call's markup inside the object is the object's text, not a call.
-		answer := `{"a": "` + strings.ReplaceAll(glmCall, "\n", " ") + `"}`
-		ts := startServer(t, Config{Model: toolModel(t, answer)})
-		var resp struct {
-			Choices []struct {
-				Message struct {
-					Content   string `json:"content"`
-					ToolCalls []any  `json:"tool_calls"`
-				} `json:"message"`
-				FinishReason string `json:"finish_reason"`
-			} `json:"choices"`
-		}
-		postJSON(t, ts.url+"/v1/chat/completions", strings.Replace(toolsRequest, `"tools":`, `"response_format":{"type":"json_object"},"tools":`, 1), 200, &resp)
-		if c := resp.Choices[0]; c.Message.Content != answer || len(c.Message.ToolCalls) != 0 || c.FinishReason != "stop" {
-			t.Errorf("content %q, %d calls, finish %q; want %q as text", c.Message.Content, len(c.Message.ToolCalls), c.FinishReason, answer)
-		}
-	})
+	ts := startServer(t, Config{Model: newScriptedNet(m, jsonReply, 512).on(m)})
+	var resp struct {
+		Choices []struct {
+			Text         string `json:"text"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	postJSON(t, ts.url+"/v1/completions", `{"prompt":"Weather:","response_format":{"type":"json_object"}}`, 200, &resp)
+	if c := resp.Choices[0]; c.Text != jsonObject || c.FinishReason != "stop" {
+		t.Errorf("text %q, finish %q; want %q, stop", c.Text, c.FinishReason, jsonObject)
+	}
+	var e struct{ Error struct{ Param string } }
+	postJSON(t, ts.url+"/v1/completions", `{"prompt":"x","response_format":{"type":"json_schema"}}`, 400, &e)
+	if e.Error.Param != "response_format" {
+		t.Errorf("param %q", e.Error.Param)
+	}
 }
 
 const weatherSchema = `{"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city", "days"]}`

@@ -166,17 +166,18 @@ func (o *ollamaOptions) apply(gen *genRequest) error {
 }
 
 // thinkOption is parseThink, refusing to turn thinking on for a model that
-// does not think, as Ollama does.
-func (s *Server) thinkOption(raw json.RawMessage) (map[string]any, error) {
+// does not think, as Ollama does; for a JSON answer thinking is turned off
+// (noThinking).
+func (s *Server) thinkOption(raw json.RawMessage, asJSON bool) (map[string]any, error) {
 	extra, err := parseThink(raw)
-	if err == nil && extra["enable_thinking"] == true && !s.thinks() {
+	if err == nil && extra["enable_thinking"] == true && !s.thinks {
 		return nil, badRequest("think", fmt.Sprintf("%q does not support thinking", s.model.Name))
+	}
+	if err == nil && asJSON {
+		extra, err = s.noThinking(extra, "think")
 	}
 	return extra, err
 }
-
-// thinks reports whether the model's chat template has a thinking block.
-func (s *Server) thinks() bool { return strings.Contains(s.model.Template.Source, "<think>") }
 
 // parseThink reads Ollama's think field: true, false, or "high", "medium",
 // "low". Templates get enable_thinking; absent leaves the template's default.
@@ -293,10 +294,7 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 			msgs[i].ToolCalls = append(msgs[i].ToolCalls, call)
 		}
 	}
-	extra, err := s.thinkOption(req.Think)
-	if err == nil && asJSON != nil {
-		extra, err = s.noThinking(extra, "think")
-	}
+	extra, err := s.thinkOption(req.Think, asJSON != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -308,11 +306,8 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 	if gen.prompt, gen.tokens, err = s.fitChat(msgs, req.Tools, extra, prompt); err != nil {
 		return nil, err
 	}
-	s.offerTools(gen, req.Tools)
-	if asJSON != nil {
-		if err := answerJSON(gen, asJSON, "format"); err != nil {
-			return nil, err
-		}
+	if err := s.readAnswer(gen, req.Tools, asJSON, "format"); err != nil {
+		return nil, err
 	}
 	return gen, req.Options.apply(gen)
 }
@@ -323,20 +318,22 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 // message (templates refuse others). The kept part grows from the last
 // user message back, so each render holds at most a context's worth and
 // one exchange more, however long the chat. A chat that cannot be made to
-// fit comes back as it was, untokenized, for generate to refuse as too long.
+// fit comes back as it was (with its tokens, when they were counted), for
+// generate to refuse as too long.
 func (s *Server) fitChat(msgs []chat.Message, tools []json.RawMessage, extra map[string]any, whole string) (string, []int32, error) {
 	m := s.model
-	fit := func(prompt string) []int32 {
+	// fit tokenizes prompt, unless it is surely too long, and reports
+	// whether it fits
+	fit := func(prompt string) ([]int32, bool) {
 		if checkText(prompt, m.Tokenizer.MaxTokenBytes(), m.Net.Context()) != nil {
-			return nil
+			return nil, false
 		}
-		if ids := chat.PromptTokens(m.Tokenizer, prompt); len(ids)+answerRoom <= m.Net.Context() {
-			return ids
-		}
-		return nil
+		ids := chat.PromptTokens(m.Tokenizer, prompt)
+		return ids, len(ids)+answerRoom <= m.Net.Context()
 	}
-	if ids := fit(whole); ids != nil {
-		return whole, ids, nil
+	wholeIDs, ok := fit(whole)
+	if ok {
+		return whole, wholeIDs, nil
 	}
 	var system []chat.Message // in order, with their places
 	var at []int
@@ -345,7 +342,7 @@ func (s *Server) fitChat(msgs []chat.Message, tools []json.RawMessage, extra map
 			system, at = append(system, msg), append(at, i)
 		}
 	}
-	best, bestIDs := whole, []int32(nil)
+	best, bestIDs := whole, wholeIDs
 	for start := len(msgs) - 1; start > 0; start-- { // 0 is the whole chat
 		if msgs[start].Role != "user" {
 			continue
@@ -355,8 +352,8 @@ func (s *Server) fitChat(msgs []chat.Message, tools []json.RawMessage, extra map
 		if err != nil {
 			return "", nil, err
 		}
-		ids := fit(prompt)
-		if ids == nil {
+		ids, ok := fit(prompt)
+		if !ok {
 			break
 		}
 		best, bestIDs = prompt, ids
@@ -407,10 +404,7 @@ func (s *Server) ollamaGenerateRequest(req *ollamaGenerateRequest) (*genRequest,
 			msgs = append(msgs, chat.Message{Role: "system", Content: req.System})
 		}
 		msgs = append(msgs, chat.Message{Role: "user", Content: req.Prompt})
-		extra, err := s.thinkOption(req.Think)
-		if err == nil && asJSON != nil {
-			extra, err = s.noThinking(extra, "think")
-		}
+		extra, err := s.thinkOption(req.Think, asJSON != nil)
 		if err != nil {
 			return nil, err
 		}
@@ -419,10 +413,8 @@ func (s *Server) ollamaGenerateRequest(req *ollamaGenerateRequest) (*genRequest,
 		}
 		gen.rawReasoning = false
 	}
-	if asJSON != nil {
-		if err := answerJSON(gen, asJSON, "format"); err != nil {
-			return nil, err
-		}
+	if err := s.readAnswer(gen, nil, asJSON, "format"); err != nil {
+		return nil, err
 	}
 	return gen, req.Options.apply(gen)
 }
@@ -527,7 +519,7 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 	}
 	tmpl := s.model.Template.Source
 	caps := []string{"completion"}
-	if s.thinks() {
+	if s.thinks {
 		caps = append(caps, "thinking")
 	}
 	if strings.Contains(tmpl, "tools") {

@@ -382,11 +382,8 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 		return nil, err
 	}
 	gen := &genRequest{prompt: prompt, maxTokens: maxTokens, sampler: opts, stop: req.Stop}
-	s.offerTools(gen, req.Tools)
-	if asJSON != nil {
-		if err := answerJSON(gen, asJSON, "response_format"); err != nil {
-			return nil, err
-		}
+	if err := s.readAnswer(gen, req.Tools, asJSON, "response_format"); err != nil {
+		return nil, err
 	}
 	return gen, nil
 }
@@ -470,8 +467,8 @@ func (s *Server) completionRequest(req *completionRequest) (*genRequest, error) 
 	}
 	gen.stop = req.Stop
 	asJSON, err := req.ResponseFormat.wantsJSON()
-	if err == nil && asJSON != nil {
-		err = answerJSON(gen, asJSON, "response_format")
+	if err == nil {
+		err = s.readAnswer(gen, nil, asJSON, "response_format")
 	}
 	return gen, err
 }

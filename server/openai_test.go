@@ -75,13 +75,16 @@ func TestOpenAIClient(t *testing.T) {
 	want, ref := reference(t, file, chatPrompt(t, m, question), 12, 7)
 	promptTokens := ref.PromptTokens
 
+	// the chat every subtest sends, with what it adds
+	base := openai.ChatCompletionNewParams{
+		Model:     "tiny",
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(question.Content)},
+		MaxTokens: openai.Int(12),
+		Seed:      openai.Int(7),
+	}
+
 	t.Run("chat", func(t *testing.T) {
-		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-			Model:     "tiny",
-			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(question.Content)},
-			MaxTokens: openai.Int(12),
-			Seed:      openai.Int(7),
-		})
+		resp, err := client.Chat.Completions.New(ctx, base)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,14 +113,9 @@ func TestOpenAIClient(t *testing.T) {
 		if penalised == want {
 			t.Fatalf("the penalties change nothing in the reference (%q): pick others", want)
 		}
-		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-			Model:            "tiny",
-			Messages:         []openai.ChatCompletionMessageParamUnion{openai.UserMessage(question.Content)},
-			MaxTokens:        openai.Int(12),
-			Seed:             openai.Int(7),
-			PresencePenalty:  openai.Float(1.5),
-			FrequencyPenalty: openai.Float(0.75),
-		})
+		p := base
+		p.PresencePenalty, p.FrequencyPenalty = openai.Float(1.5), openai.Float(0.75)
+		resp, err := client.Chat.Completions.New(ctx, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,13 +125,9 @@ func TestOpenAIClient(t *testing.T) {
 	})
 
 	t.Run("chat streamed", func(t *testing.T) {
-		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
-			Model:         "tiny",
-			Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage(question.Content)},
-			MaxTokens:     openai.Int(12),
-			Seed:          openai.Int(7),
-			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
-		})
+		p := base
+		p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+		stream := client.Chat.Completions.NewStreaming(ctx, p)
 		var acc openai.ChatCompletionAccumulator
 		chunks := 0
 		for stream.Next() {
@@ -237,13 +231,9 @@ func TestOpenAIClient(t *testing.T) {
 		if strings.TrimSpace(stop) == "" {
 			t.Fatalf("answer %q has no usable stop text: pick another prompt or seed", want)
 		}
-		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-			Model:     "tiny",
-			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage(question.Content)},
-			MaxTokens: openai.Int(12),
-			Seed:      openai.Int(7),
-			Stop:      openai.ChatCompletionNewParamsStopUnion{OfStringArray: []string{"never appears", stop}},
-		})
+		p := base
+		p.Stop = openai.ChatCompletionNewParamsStopUnion{OfStringArray: []string{"never appears", stop}}
+		resp, err := client.Chat.Completions.New(ctx, p)
 		if err != nil {
 			t.Fatal(err)
 		}

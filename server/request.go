@@ -189,7 +189,7 @@ func (s *Server) noThinking(extra map[string]any, param string) (map[string]any,
 	if extra["enable_thinking"] == true || extra["thinking"] == true { // DeepSeek-V3.1's switch is "thinking"
 		return nil, badRequest(param, "thinking with a JSON answer is not supported: the answer is JSON from its first token")
 	}
-	if !s.thinks() {
+	if !s.thinks {
 		return extra, nil
 	}
 	out := maps.Clone(extra)
@@ -206,23 +206,21 @@ type jsonAnswer struct {
 	schema *constrain.Schema
 }
 
-// answerJSON has gen answer one JSON object, refusing a prompt that leaves
-// the answer inside a reasoning block (the object must come first). Tool
-// calls are not read from it: a call's markup would be inside a string.
-func answerJSON(gen *genRequest, j *jsonAnswer, param string) error {
-	if !gen.rawReasoning && chat.NewReasoningSplitter(gen.prompt).Thinking() {
+// readAnswer sets how gen's answer is read: as one JSON object when j
+// asks for it (then not for tool calls: a call's markup would be inside a
+// string), else for calls to the offered tools, in the syntax the model's
+// template writes. A prompt that leaves the answer inside a reasoning block
+// cannot take a JSON answer, which must come first.
+func (s *Server) readAnswer(gen *genRequest, tools []json.RawMessage, j *jsonAnswer, param string) error {
+	switch {
+	case j != nil && !gen.rawReasoning && chat.NewReasoningSplitter(gen.prompt).Thinking():
 		return badRequest(param, "the chat template opens a reasoning block for this request, and a JSON answer must come first (turn thinking off)")
+	case j != nil:
+		gen.json = j
+	case len(tools) > 0:
+		gen.tools, gen.toolSyntax = tools, s.toolSyntax
 	}
-	gen.json, gen.toolSyntax = j, nil
 	return nil
-}
-
-// offerTools has gen read tool calls from its answer when the request
-// offered tools and the model's template has a syntax for calls.
-func (s *Server) offerTools(gen *genRequest, tools []json.RawMessage) {
-	if len(tools) > 0 {
-		gen.tools, gen.toolSyntax = tools, chat.DetectToolSyntax(s.model.Template.Source)
-	}
 }
 
 func (s *Server) render(msgs []chat.Message, tools []json.RawMessage, extra map[string]any) (string, error) {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/latent-ai/latent/chat"
+	"github.com/latent-ai/latent/constrain"
 	"github.com/latent-ai/latent/engine"
 	"github.com/latent-ai/latent/tokenizer"
 )
@@ -84,6 +85,13 @@ type Server struct {
 	base       context.Context
 	cancelBase context.CancelFunc
 
+	// what the model's chat template says: the syntax of its tool calls,
+	// whether it thinks; and the vocabulary indexed for JSON answers,
+	// made at the first
+	toolSyntax *chat.ToolSyntax
+	thinks     bool
+	vocab      func() *constrain.Vocab
+
 	mu       sync.Mutex
 	stopped  bool           // Serve is waiting for inflight: no new generations
 	inflight sync.WaitGroup // generations waiting for the model or running
@@ -120,6 +128,10 @@ func New(cfg Config) (*Server, error) {
 		session: engine.NewSession(cfg.Model.Net),
 		log:     log,
 		started: time.Now(),
+
+		toolSyntax: chat.DetectToolSyntax(cfg.Model.Template.Source),
+		thinks:     strings.Contains(cfg.Model.Template.Source, "<think>"),
+		vocab:      sync.OnceValue(func() *constrain.Vocab { return constrain.NewVocab(cfg.Model.Tokenizer) }),
 	}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s.queue)

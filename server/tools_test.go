@@ -144,18 +144,13 @@ func TestToolCallsStayText(t *testing.T) {
 		{"no tools offered", "</think>" + glmCall, `{"messages":[{"role":"user","content":"Weather in Paris?"}]}`},
 		{"not a call", "</think>Use <tool_call>a b c</tool_call>.", toolsRequest},
 		{"tool_choice none", "</think>" + glmCall, strings.Replace(toolsRequest, `"tools":`, `"tool_choice":"none","tools":`, 1)},
+		// in a JSON answer a call's markup is the object's text, not a call
+		{"JSON answer", `{"a": "` + strings.ReplaceAll(glmCall, "\n", " ") + `"}`,
+			strings.Replace(toolsRequest, `"tools":`, `"response_format":{"type":"json_object"},"tools":`, 1)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ts := startServer(t, Config{Model: toolModel(t, c.answer)})
-			var resp struct {
-				Choices []struct {
-					Message struct {
-						Content   string `json:"content"`
-						ToolCalls []any  `json:"tool_calls"`
-					} `json:"message"`
-					FinishReason string `json:"finish_reason"`
-				} `json:"choices"`
-			}
+			var resp chatAnswer
 			postJSON(t, ts.url+"/v1/chat/completions", c.body, 200, &resp)
 			got := resp.Choices[0]
 			want, finish := strings.TrimPrefix(c.answer, "</think>"), "stop"
