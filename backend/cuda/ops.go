@@ -585,22 +585,21 @@ func (b *Backend) CacheStore(c backend.Cache, layer int, src backend.Tensor) {
 		uint64(k.layer(layer)), uint64(s.ptr), uint64(s.stride), uint64(b.posDev()))
 }
 
-// splits is the number of position ranges a batch's attention divides the
-// cache into for H heads: fixed per context, and few enough that a token's
-// H·S blocks run in one wave (two per SM).
-func (b *Backend) splits(H int) int {
-	return max(1, min(16, b.kv.positions/256, 2*b.info.SMs/H))
-}
-
-// decodeSplits is splits for one token (attn_decode, and attn_partial with
-// T = 1, so that fused and unfused give the same bits): fixed per context
-// so that one recorded decode step serves all, at most one wave, and a
-// split per 64 positions of the context. A split's positions are a chain
-// of round trips, so few splits leave most SMs idle (BENCHMARKS.md: 2
-// splits of a 640-position context decoded youtu at 500 tok/s, 8 or 16 at
-// 585).
-func (b *Backend) decodeSplits(H int) int {
-	return max(1, min(16, b.kv.positions/64, 2*b.info.SMs/H))
+// splits is the number of position ranges the attention of T tokens
+// divides the cache into for H heads: fixed per context (so that one
+// recorded decode step serves all), and few enough that a token's H·S
+// blocks run in one wave (two per SM). A batch takes a split per 256
+// positions of the context; one token (attn_decode, and attn_partial with
+// T = 1, so that fused and unfused give the same bits) a split per 64: a
+// split's positions are a chain of round trips, so few splits leave most
+// SMs idle (BENCHMARKS.md: 2 splits of a 640-position context decoded youtu
+// at 500 tok/s, 8 or 16 at 585).
+func (b *Backend) splits(H, T int) int {
+	per := 256
+	if T == 1 {
+		per = 64
+	}
+	return max(1, min(16, b.kv.positions/per, 2*b.info.SMs/H))
 }
 
 // Attention is absorbed MLA: q_nope → latent through k_b, split-K softmax
@@ -632,10 +631,7 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 	qin := input{src: qq.ptr, rs: int64(qq.stride), rows: T, S: H, L: nope, segStride: int64(nope + rope), srcSpan: spanOf(qq)}
 	b.product(kbw, qin, output{N: kvl, y: query, ys: int64(H * W), yY: int64(W), T: T, wY: int64(kvl), ny: H,
 		xRows: int64(H), xY: 1, xDiv: 1})
-	S := b.splits(H)
-	if T == 1 {
-		S = b.decodeSplits(H)
-	}
+	S := b.splits(H, T)
 	part := b.scratch(int64(T*H*S*(kvl+2)) * 4)
 	olat := &tensor{ptr: b.scratch(int64(T*H*kvl) * 4), rows: T, cols: H * kvl, stride: H * kvl}
 	// the last split of each head to finish merges them, where counters allow
@@ -738,7 +734,7 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 		b.withShared(m.shared)
 		return true
 	}
-	S := b.decodeSplits(H)
+	S := b.splits(H, 1)
 	part := b.scratch(int64(H*S*(b.kvl+2)) * 4)
 	olat := b.scratch(int64(H*b.kvl) * 4)
 	b.recordStruct(attnDecodeName(kb.typ), grid2(H, S), [3]uint32{256, 1, 1}, weights+int64(H)*cache,

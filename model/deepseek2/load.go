@@ -58,8 +58,12 @@ func (b *binder) get(name string, dims ...int) backend.Weight {
 	if t == nil {
 		return nil
 	}
-	data := b.f.TensorData(t)
-	w, err := b.be.Weight(name, t.Type, t.Dims, data)
+	return b.adopt(name, t.Type, t.Dims, b.f.TensorData(t))
+}
+
+// adopt hands data to the backend as the weight name, counting its bytes.
+func (b *binder) adopt(name string, typ quant.Type, dims []uint64, data []byte) backend.Weight {
+	w, err := b.be.Weight(name, typ, dims, data)
 	if err != nil {
 		b.err = err
 		return nil
@@ -119,11 +123,11 @@ func (b *binder) bindLayer(c *Config, l int) layer {
 	}
 	kvName := p + "attn_kv_a_mqa.weight"
 	if st, ok := b.be.(backend.Stacker); ok && st.StacksProducts() {
-		ly.qKV = b.stacked(qName, qRows, kvName, c.KVLoRA+c.Rope, D)
+		ly.qKV = b.stacked(qName, qRows, kvName, c.CacheRow(), D)
 	}
 	if ly.qKV == nil {
 		ly.qA = b.get(qName, D, qRows)
-		ly.kvA = b.get(kvName, D, c.KVLoRA+c.Rope)
+		ly.kvA = b.get(kvName, D, c.CacheRow())
 	}
 	if c.QLoRA > 0 {
 		ly.qANorm = b.get(p+"attn_q_a_norm.weight", c.QLoRA)
@@ -171,15 +175,8 @@ func (b *binder) stacked(first string, n1 int, second string, n2 int, dim int) b
 	if t1 == nil || t2 == nil || t1.Type != t2.Type {
 		return nil
 	}
-	d1, d2 := b.f.TensorData(t1), b.f.TensorData(t2)
-	data := append(append(make([]byte, 0, len(d1)+len(d2)), d1...), d2...)
-	w, err := b.be.Weight(first+"+"+second, t1.Type, dims64([]int{dim, n1 + n2}), data)
-	if err != nil {
-		b.err = err
-		return nil
-	}
-	b.handed(int64(len(data)))
-	return w
+	data := slices.Concat(b.f.TensorData(t1), b.f.TensorData(t2))
+	return b.adopt(first+"+"+second, t1.Type, dims64([]int{dim, n1 + n2}), data)
 }
 
 // splitKVB turns an older conversion's combined attn_kv_b {kv_lora,
