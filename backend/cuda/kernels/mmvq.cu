@@ -186,7 +186,6 @@ extern "C" __global__ void quant_act(i8* q, float* d, int* bs, const float* src,
 template <int TY> struct QT;
 
 template <> struct QT<T_Q4_0> {
-    static constexpr int STRIDE = 16;  // bytes between blocks' quants in a row
     static constexpr int QB = 32, RPW = 1;
     __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
         int4 q = *(const int4*)(row + 16 * b);
@@ -215,7 +214,6 @@ template <> struct QT<T_Q4_0> {
 };
 
 template <> struct QT<T_Q8_0> {
-    static constexpr int STRIDE = 32;  // bytes between blocks' quants in a row
     static constexpr int QB = 32, RPW = 1;
     __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
         int4 q0 = *(const int4*)(row + 32 * b), q1 = *(const int4*)(row + 32 * b + 16);
@@ -350,7 +348,6 @@ __device__ __forceinline__ void kdots(const int4* blk, int qw, const i8* const* 
 }
 
 template <> struct QT<T_Q4_K> {
-    static constexpr int STRIDE = 144;  // bytes between blocks' quants in a row
     static constexpr int QB = 256, RPW = 4;
     __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
         const int4* blk = (const int4*)(row + 144 * b);
@@ -370,7 +367,6 @@ template <> struct QT<T_Q4_K> {
 };
 
 template <> struct QT<T_Q5_K> {
-    static constexpr int STRIDE = 176;  // bytes between blocks' quants in a row
     static constexpr int QB = 256, RPW = 4;
     __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
         const int4* blk = (const int4*)(row + 176 * b);
@@ -433,7 +429,6 @@ __device__ __forceinline__ int q6sub(const int* q, int sw0, int sw1, int s, cons
 }
 
 template <> struct QT<T_Q6_K> {
-    static constexpr int STRIDE = Q6K_SLOT;  // bytes between blocks in a row
     static constexpr int QB = 256, RPW = 4;
     __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
         const u8* blk = row + Q6K_SLOT * b;
