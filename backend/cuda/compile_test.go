@@ -60,6 +60,18 @@ func TestKernelsCompile(t *testing.T) {
 			t.Errorf("no unit holds %s", k)
 		}
 	}
+	// A cache row with no rotated part (the tests' small backends) sizes
+	// attn_decode's rope arrays to zero unless they are guarded.
+	var att []unit
+	for _, u := range us {
+		if u.name == "attention" {
+			att = append(att, u)
+		}
+	}
+	norope := strings.Replace(defs, "#define CACHE_W 576", "#define CACHE_W 512", 1)
+	if _, _, err := compileModules(norope, att, "sm_90", "test"); err != nil {
+		t.Errorf("no rotated part: %v", err)
+	}
 }
 
 // kernelNames are the entry points of a cubin: its global functions. The

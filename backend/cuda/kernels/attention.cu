@@ -222,13 +222,13 @@ __device__ __forceinline__ void split_range(int pos, int S, int s, int& p0, int&
     p1 = min(n, p0 + chunk);
 }
 
-// rope_query puts head h's q_pe, rotated when freqs is set, after q_lat in qsh.
-__device__ __forceinline__ void rope_query(float* qsh, const float* qh, int nope, const float* freqs, int pos) {
+// rope_query puts a head's q_pe (the rope values at qpe), rotated by
+// rot(k, a, b) for pair k, after q_lat in qsh.
+template <class Rot> __device__ __forceinline__ void rope_query(float* qsh, const float* qpe, Rot rot) {
     const int rope = CACHE_W - KV_LORA;
     for (int k = threadIdx.x; k < rope / 2; k += blockDim.x) {
-        const float* v = qh + nope + 2 * k;
-        float a = v[0], b = v[1];
-        if (freqs) rope_pair(a, b, pos, freqs[k]);
+        float a = qpe[2 * k], b = qpe[2 * k + 1];
+        rot(k, a, b);
         qsh[KV_LORA + 2 * k] = a;
         qsh[KV_LORA + 2 * k + 1] = b;
     }
@@ -246,7 +246,10 @@ __device__ __forceinline__ void attn_partial_impl(float* part, const float* quer
     int p0, p1;
     split_range(pos[t], S, s, p0, p1);
     for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) qsh[i] = query[(i64)th * CACHE_W + i];
-    rope_query(qsh, q + t * qs + h * (nope + CACHE_W - KV_LORA), nope, freqs, pos[t]);
+    const int pt = pos[t];
+    rope_query(qsh, q + t * qs + h * (nope + CACHE_W - KV_LORA) + nope, [&](int k, float& a, float& b) {
+        if (freqs) rope_pair(a, b, pt, freqs[k]);
+    });
     __syncthreads();
     attn_split<AP, false>(part, qsh, layer, nullptr, -1, p0, p1, th, S, s, scale, olat, counter);
 }
@@ -311,11 +314,11 @@ struct AD {
 };
 
 // finish_row writes a token's cache row to dst from its raw [latent | k_pe]
-// x: the latent RMS-normalised by nw (when set), k_pe rotated by freqs
-// (when set), each value as kv_finish computes it. Every thread of the
+// x: the latent RMS-normalised by nw (when set), k_pe's pair k rotated by
+// rot(k, a, b), each value as kv_finish computes it. Every thread of the
 // block calls it; red holds 32 floats.
-__device__ __forceinline__ void finish_row(cache_t* dst, const float* x, const float* nw, float eps, const float* freqs, int pos,
-                                           float* red) {
+template <class Rot>
+__device__ __forceinline__ void finish_row(cache_t* dst, const float* x, const float* nw, float eps, Rot rot, float* red) {
     float scale = 1.f;
     if (nw) {
         float mean = row_sumsq(x, KV_LORA, red) / (float)KV_LORA;
@@ -324,7 +327,7 @@ __device__ __forceinline__ void finish_row(cache_t* dst, const float* x, const f
     for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) dst[i] = cstore(nw ? (x[i] * scale) * nw[i] : x[i]);
     for (int k = threadIdx.x; k < (CACHE_W - KV_LORA) / 2; k += blockDim.x) {
         float a = x[KV_LORA + 2 * k], b = x[KV_LORA + 2 * k + 1];
-        if (freqs) rope_pair(a, b, pos, freqs[k]);
+        rot(k, a, b);
         dst[KV_LORA + 2 * k] = cstore(a);
         dst[KV_LORA + 2 * k + 1] = cstore(b);
     }
@@ -383,11 +386,13 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     __shared__ __align__(16) float osh[KV_LORA];
     const int h = blockIdx.x, s = blockIdx.y, S = p.S;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int nope = (int)p.nope, nbk = nope / 32, lpr = lanes_for(nbk);
-    const int sub = lane / lpr, l = lane & (lpr - 1), rstep = ATT_WARPS * (32 / lpr);
+    // lanes, rows and steps as shifts: this runs when the kernel before
+    // frees the SM, on the step's critical path
+    const int nope = (int)p.nope, nbk = nope / 32, lsh = nbk > 1 ? min(5, 32 - __clz(nbk - 1)) : 0, lpr = 1 << lsh;
+    const int sub = lane >> lsh, l = lane & (lpr - 1), rstep = ATT_WARPS * (32 >> lsh);
     const int nsteps = (KV_LORA + rstep - 1) / rstep;
     const u8* kbh = p.kb + (i64)h * KV_LORA * p.kbRow;
-    auto krow = [&](int st) { return min(st * rstep + warp * (32 / lpr) + sub, KV_LORA - 1); };
+    auto krow = [&](int st) { return min(st * rstep + warp * (32 >> lsh) + sub, KV_LORA - 1); };
 
     // Before waiting for the kernel before: k_b[h]'s first rows into
     // registers, v_b[h] (this split's share) into L2.
@@ -408,17 +413,54 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
         for (i64 o = len * s / S + 128 * threadIdx.x; o < len * (s + 1) / S; o += 128 * blockDim.x)
             asm volatile("prefetch.global.L2 [%0];" ::"l"(vbh + o));
     }
-    pdl_entry();
-
+    // The position went up (a copy in stream order) before the step's first
+    // kernel, so it is read before the wait too, and with it what needs no
+    // result of the kernel before: the split's range, the rotations' sines
+    // and cosines (double-precision sincos, a long chain), and the latent
+    // norm's weights (cp.async into shared memory).
+    constexpr int HALF = (CACHE_W - KV_LORA) / 2;                    // rotated pairs
+    __shared__ __align__(16) float kvx[CACHE_W];                     // the token's raw row
+    __shared__ __align__(16) float knw[KV_LORA];                     // its norm's weights
+    __shared__ __align__(16) float qpe[HALF > 0 ? 2 * HALF : 4];     // this head's q_pe
+    __shared__ Rotation qrot[HALF > 0 ? HALF : 1], krot[HALF > 0 ? HALF : 1];
     const int pos = p.pos[0];
     int p0, p1;
     split_range(pos, S, s, p0, p1);
+    const bool own = p.kv && p0 <= pos && pos < p1;
     const float* qh = p.q + (i64)h * (nope + CACHE_W - KV_LORA);
+    for (int k = threadIdx.x; k < HALF; k += blockDim.x) {
+        if (p.qfreqs) qrot[k] = rope_angle(pos, p.qfreqs[k]);
+        if (own && p.kvfreqs) krot[k] = rope_angle(pos, p.kvfreqs[k]);
+    }
+#if __CUDA_ARCH__ >= 800
+    const bool copied = ((unsigned long long)(qh + nope) | (unsigned long long)p.kv | (unsigned long long)p.kvnw) % 16 == 0;
+    if (copied && own && p.kvnw)
+        for (int i = threadIdx.x; i < KV_LORA / 4; i += blockDim.x) cp_async16(knw + 4 * i, p.kvnw + 4 * i, true);
+#else
+    const bool copied = false;
+#endif
+    pdl_entry();
+
+    // The token's row and q_pe come in while q_nope is rounded.
+#if __CUDA_ARCH__ >= 800
+    if (copied) {
+        if (own)
+            for (int i = threadIdx.x; i < CACHE_W / 4; i += blockDim.x) cp_async16(kvx + 4 * i, p.kv + 4 * i, true);
+        for (int i = threadIdx.x; i < (CACHE_W - KV_LORA) / 4; i += blockDim.x) cp_async16(qpe + 4 * i, qh + nope + 4 * i, true);
+    }
+    cp_async_commit();
+#endif
     round_row_q8(qh, nope, nullptr, 0.f, sq, sd, sa, red);  // q_nope in Q8_0 blocks
+#if __CUDA_ARCH__ >= 800
+    cp_async_wait<0>();
+#endif
+    __syncthreads();
 
     // the token's own row, normalised and rotated as kv_finish does
-    const bool own = p.kv && p0 <= pos && pos < p1;
-    if (own) finish_row(crow, p.kv, p.kvnw, p.kveps, p.kvfreqs, pos, red);
+    if (own)
+        finish_row(crow, copied ? kvx : p.kv, copied && p.kvnw ? knw : p.kvnw, p.kveps, [&](int k, float& a, float& b) {
+            if (p.kvfreqs) rotate(a, b, krot[k]);
+        }, red);
     __syncthreads();
 
     // q_lat = k_b[h]·q_nope: row r's lanes sum its blocks as mmv1 does
@@ -431,12 +473,14 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
                 acc += QK::val(pq[st], a[0], a[1], sa[l], h2f((u16)ps[st]), sd[l]);
             }
             for (int off = lpr >> 1; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-            const int r = st * rstep + warp * (32 / lpr) + sub;
+            const int r = st * rstep + warp * (32 >> lsh) + sub;
             if (l == 0 && r < KV_LORA) qsh[r] = acc;
         }
     }
     rows_dot<TK>(kbh, p.kbRow, KV_LORA, nbk, PRE, nsteps, sq, sd, sa, qsh);
-    rope_query(qsh, qh, nope, p.qfreqs, pos);
+    rope_query(qsh, copied ? qpe : qh + nope, [&](int k, float& a, float& b) {
+        if (p.qfreqs) rotate(a, b, qrot[k]);
+    });
 
     if (own) {
         cache_t* row = p.layer + (i64)pos * CACHE_W;
@@ -641,7 +685,9 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     }
     if (p.kv && b == G - 1) {
         __syncthreads();
-        finish_row(p.layer + (i64)pos * CACHE_W, p.kv, p.kvnw, p.kveps, p.kvfreqs, pos, red);
+        finish_row(p.layer + (i64)pos * CACHE_W, p.kv, p.kvnw, p.kveps, [&](int k, float& a, float& b) {
+            if (p.kvfreqs) rope_pair(a, b, pos, p.kvfreqs[k]);
+        }, red);
     }
     grid_sync(p.bar, 1);
 

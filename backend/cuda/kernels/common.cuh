@@ -257,10 +257,20 @@ __device__ __forceinline__ cache_t cstore(float v) { return v; }
 #endif
 
 // rope_pair rotates the pair (a, b) by the angle pos·freq, computed in
-// double as the CPU backend does.
-__device__ __forceinline__ void rope_pair(float& a, float& b, int pos, float freq) {
-    double s, c, da = a, db = b;
-    sincos((double)pos * (double)freq, &s, &c);
-    a = (float)(da * c - db * s);
-    b = (float)(da * s + db * c);
+// double as the CPU backend does. Rotation is the angle's sine and cosine
+// (rope_angle) applied (rotate): a kernel that knows the position before
+// its input is ready takes the sines then, off its critical path.
+struct Rotation {
+    double s, c;
+};
+__device__ __forceinline__ Rotation rope_angle(int pos, float freq) {
+    Rotation r;
+    sincos((double)pos * (double)freq, &r.s, &r.c);
+    return r;
 }
+__device__ __forceinline__ void rotate(float& a, float& b, Rotation r) {
+    const double da = a, db = b;
+    a = (float)(da * r.c - db * r.s);
+    b = (float)(da * r.s + db * r.c);
+}
+__device__ __forceinline__ void rope_pair(float& a, float& b, int pos, float freq) { rotate(a, b, rope_angle(pos, freq)); }

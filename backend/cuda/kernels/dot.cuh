@@ -10,6 +10,9 @@ __device__ __forceinline__ int dp4a(int a, int b, int c) {
     return r;
 }
 
+// ilog2 is log2 of a power of two known at compile time.
+__host__ __device__ constexpr int ilog2(int n) { return n > 1 ? 1 + ilog2(n / 2) : 0; }
+
 // lanes_for is the lanes a row of nb blocks takes: nb rounded up to a
 // power of two, at most 32 (each lane whole blocks, no lane idle when a row
 // is narrow).

@@ -628,16 +628,28 @@ template <int TY, int G, int JC, int NW> struct Frag {
 template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1_impl(const MQ& p) {
     using Q = Q1<TY>;
     constexpr int NW = DUAL ? 2 : 1, W = Q::W, S = Q::STRIDE;
+    // Everything up to the first weight loads runs after the kernel before
+    // frees this SM (two mmv1 blocks fill its registers), so it is on the
+    // step's critical path: lanes, rows and load sets are powers of two and
+    // divide as shifts, not as the integer division routines (ncu sampled
+    // them as the busiest part of the prologue).
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int K = (int)p.K, nb = K / 32;
-    const int lpr = lanes_for(nb), sub = lane / lpr, l = lane & (lpr - 1);
-    const int RW = (32 / lpr) * G;  // rows per warp group
+    const int lsh = nb > 1 ? min(5, 32 - __clz(nb - 1)) : 0;  // log2 of lanes_for(nb)
+    const int lpr = 1 << lsh, sub = lane >> lsh, l = lane & (lpr - 1);
+    const int RW = (32 >> lsh) * G;  // rows per warp group
     const int py = blockIdx.y;
     const int nk = p.nsum ? (int)p.nsum : 1;  // products summed per output
     // extra(k) is the shared expert's chunk that problem py (summand k) is, or -1
     auto extra = [&](int k) { return p.nr == 0 ? -1 : (p.nsum ? k : py) - (int)p.nr; };
-    const int nch = (nb + JC * lpr - 1) / (JC * lpr);  // load sets per row
-    const i64 ngroups = (p.N + RW - 1) / RW, gstep = (i64)gridDim.x * nwarps;
+    const int nch = (nb + (JC << lsh) - 1) >> (lsh + ilog2(JC));  // load sets per row
+    const i64 ngroups = (p.N + RW - 1) >> (5 - lsh + ilog2(G)), gstep = (i64)gridDim.x * nwarps;
+    // the input row of summand kk (its address needs no result of the kernel before)
+    auto xrow = [&](int kk) {
+        const int pk = p.nsum ? py * nk + kk : py;
+        const i64 R = (pk / p.xDiv) * p.xY;
+        return extra(kk) >= 0 ? p.xsrcx : p.xsrc + (R / p.xS) * p.xrs + (R % p.xS) * p.xseg;
+    };
 
     auto load = [&](Frag<TY, G, JC, NW>& f, i64 grp, int k, int ch) {
         const int pk = p.nsum ? py * nk + k : py;
@@ -694,6 +706,7 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
         nw = snw;
     }
 #endif
+    const float* src0 = p.xsrc ? xrow(0) : nullptr;
     if (!p.ids) pdl_entry();
 
     if (p.xsrc) {
@@ -703,12 +716,7 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
             __syncthreads();
         }
 #endif
-        for (int kk = 0; kk < nk; kk++) {
-            const int pk = p.nsum ? py * nk + kk : py;
-            const i64 R = (pk / p.xDiv) * p.xY;
-            const float* src = extra(kk) >= 0 ? p.xsrcx : p.xsrc + (R / p.xS) * p.xrs + (R % p.xS) * p.xseg;
-            round_row_q8(src, K, nw, p.eps, sq + kk * K, sd + kk * nb, sa + kk * nb, red);
-        }
+        for (int kk = 0; kk < nk; kk++) round_row_q8(kk ? xrow(kk) : src0, K, nw, p.eps, sq + kk * K, sd + kk * nb, sa + kk * nb, red);
     } else {  // rounded by quant_act (unfused operations): copy it in, adding the sums
         for (int i = threadIdx.x; i < nk * nb; i += blockDim.x) {
             const int kk = i / nb, b = i % nb;
