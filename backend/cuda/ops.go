@@ -286,6 +286,7 @@ type mq struct {
 	nr          int64
 	wx, w2x, yx uintptr
 	xsrcx       uintptr
+	idsEarly    bool  // ids were written before the launch before this one
 	inx         span  // what xsrcx covers
 	in          input // what the activations are, for fusing
 	typ         quant.Type
@@ -297,7 +298,7 @@ func (m *mq) slots() []uint64 {
 		uint64(m.xrows), uint64(m.xY), uint64(max(m.xDiv, 1)), uint64(m.y), uint64(m.ys), uint64(m.yY), uint64(m.T),
 		uint64(m.acc), uint64(m.ids), uint64(m.wY), uint64(m.w2), uint64(m.xsrc), uint64(m.xrs), uint64(max(m.xS, 1)),
 		uint64(m.xseg), uint64(m.nw), f32bits(m.eps) | uint64(m.mode)<<32, uint64(m.wts), uint64(m.nsum), uint64(m.y2),
-		uint64(m.nr), uint64(m.wx), uint64(m.w2x), uint64(m.yx), uint64(m.xsrcx)}
+		uint64(m.nr), uint64(m.wx), uint64(m.w2x), uint64(m.yx), uint64(m.xsrcx), uint64(b2i(m.idsEarly))}
 }
 
 // mv mirrors the kernels' struct MV (kernels/matmul.cu).
@@ -362,6 +363,13 @@ func (b *Backend) product(w *weight, in input, o output) {
 
 func (b *Backend) recordMQ(w *weight, m *mq, ny int, bytes int64) {
 	m.typ, m.ny = w.typ, ny
+	// The launch before reads these ids too (gate/up before down), so it
+	// did not write them: the ones that did ran before it.
+	if n := len(b.launches); m.ids != 0 && n > 0 {
+		if prev := b.launches[n-1].mq; prev != nil && !b.launches[n-1].skip && prev.ids == m.ids {
+			m.idsEarly = true
+		}
+	}
 	name, grid, shmem := b.mqLaunch(m)
 	b.recordStruct(name, grid, [3]uint32{256, 1, 1}, bytes, m.slots()...)
 	b.launches[len(b.launches)-1].mq = m

@@ -46,6 +46,10 @@ struct MQ {
     const u8* w2x;
     float* yx;
     const float* xsrcx;
+    // Set when ids were written before the launch before this one (the MoE
+    // down projection: the gate/up launch between reads them), so that
+    // they and the weights they pick can be loaded before the wait.
+    i64 idsEarly;
 };
 
 // quant_row rounds one row of L activations (RMS-normalised first when nw
@@ -679,9 +683,12 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
 
     // Launched programmatically (PDL), this kernel may start while the one
     // before it still runs: it loads its first weights (never written by a
-    // step) before pdl_entry waits for that kernel; the picked experts' ids
-    // are that kernel's output, so with ids it waits first.
-    if (p.ids) pdl_entry();
+    // step) before pdl_entry waits for that kernel. The picked experts' ids
+    // may be that kernel's output, and then it waits first; ids written
+    // earlier are complete, since that kernel waited for them before it let
+    // this one launch.
+    const bool early = !p.ids || p.idsEarly;
+    if (!early) pdl_entry();
     i64 grp = (i64)blockIdx.x * nwarps + warp;
     int k = 0, ch = 0;
     Frag<TY, G, JC, NW> cur;
@@ -707,7 +714,7 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     }
 #endif
     const float* src0 = p.xsrc ? xrow(0) : nullptr;
-    if (!p.ids) pdl_entry();
+    if (early) pdl_entry();
 
     if (p.xsrc) {
 #if __CUDA_ARCH__ >= 800
