@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -339,6 +340,14 @@ var deviceTypes = map[quant.Type]string{
 
 // Weight uploads a parameter to the device.
 func (b *Backend) Weight(name string, typ quant.Type, dims []uint64, data []byte) (backend.Weight, error) {
+	return b.StackedWeight(name, typ, dims, data)
+}
+
+// StackedWeight uploads a weight made of parts, each whole rows
+// (backend.Stacker): every part goes to its rows' place on the device,
+// repacked on its own where the type needs it, so no joined copy of the
+// parts is made on the host.
+func (b *Backend) StackedWeight(name string, typ quant.Type, dims []uint64, parts ...[]byte) (backend.Weight, error) {
 	if _, ok := deviceTypes[typ]; !ok {
 		return nil, fmt.Errorf("%s: weight type %s is not supported by the cuda backend", name, typ)
 	}
@@ -353,35 +362,56 @@ func (b *Backend) Weight(name string, typ quant.Type, dims []uint64, data []byte
 	for _, d := range dims[1:] {
 		w.rows *= int64(d)
 	}
-	if int64(len(data)) != w.rows*rb {
-		return nil, fmt.Errorf("%s: %d bytes of data for %d rows of %d bytes", name, len(data), w.rows, rb)
+	total := 0
+	for i, part := range parts {
+		if int64(len(part))%rb != 0 {
+			return nil, fmt.Errorf("%s: part %d is %d bytes, not whole rows of %d", name, i, len(part), rb)
+		}
+		total += len(part)
+	}
+	if int64(total) != w.rows*rb {
+		return nil, fmt.Errorf("%s: %d bytes of data for %d rows of %d bytes", name, total, w.rows, rb)
 	}
 	if len(dims) == 1 && typ != quant.F32 {
 		// vectors are read as float32 by the kernels
 		v := make([]float32, dims[0])
-		if err := quant.Dequantize(typ, data, v); err != nil {
+		if err := quant.Dequantize(typ, slices.Concat(parts...), v); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		w.typ, w.rowBytes = quant.F32, int64(4*len(v))
-		data = unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+		parts = [][]byte{unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))}
 	}
 	if (typ == quant.Q4_0 || typ == quant.Q8_0 || typ == quant.Q6_K) && len(dims) > 1 {
-		data, w.rowBytes = repack(typ, data, w.rows, int64(dims[0]))
+		repacked := make([][]byte, len(parts))
+		for i, part := range parts {
+			repacked[i], w.rowBytes = repack(typ, part, int64(len(part))/rb, int64(dims[0]))
+		}
+		parts = repacked
 	}
+	size := w.rows * w.rowBytes
 	var uerr error
 	b.run(func() {
-		if w.ptr, uerr = b.alloc(int64(len(data)), "weight "+name); uerr != nil {
+		if w.ptr, uerr = b.alloc(size, "weight "+name); uerr != nil {
 			return
 		}
-		uerr = b.d.check("upload "+name, call(b.d.cuMemcpyHtoD, w.ptr, uintptr(unsafe.Pointer(&data[0])), uintptr(len(data))))
+		at := w.ptr
+		for _, part := range parts {
+			if len(part) == 0 {
+				continue
+			}
+			if uerr = b.d.check("upload "+name, call(b.d.cuMemcpyHtoD, at, uintptr(unsafe.Pointer(&part[0])), uintptr(len(part)))); uerr != nil {
+				return
+			}
+			at += uintptr(len(part))
+		}
 	})
-	runtime.KeepAlive(data)
+	runtime.KeepAlive(parts)
 	if uerr != nil {
 		return nil, fmt.Errorf("%s: %w", name, uerr)
 	}
 	b.types[w.typ] = true
 	b.weights = append(b.weights, w)
-	b.weightBytes += int64(len(data))
+	b.weightBytes += size
 	return w, nil
 }
 
@@ -698,8 +728,3 @@ func repack(typ quant.Type, data []byte, rows, K int64) ([]byte, int64) {
 	}
 	return out, rb
 }
-
-// StacksProducts reports that the model should stack products that read one
-// input (backend.Stacker): each product is a launch, a link of a few µs in
-// the decode step's chain.
-func (b *Backend) StacksProducts() bool { return true }

@@ -346,7 +346,7 @@ func TestMatMulAgainstCPU(t *testing.T) {
 	const in, out, maxT = 512, 80, 70
 	types := []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q8_0,
 		quant.Q4_K, quant.Q5_K, quant.Q6_K}
-	type pair struct{ gw, cw backend.Weight }
+	type pair struct{ gw, cw, sw backend.Weight } // sw: gw uploaded as three stacked parts
 	var ws []pair
 	for _, typ := range types {
 		vals := make([]float32, in*out)
@@ -366,7 +366,15 @@ func TestMatMulAgainstCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ws = append(ws, pair{gw, cw})
+		rb := len(data) / out
+		sw, err := g.StackedWeight("w", typ, []uint64{in, out}, data[:16*rb], data[16*rb:48*rb], data[48*rb:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.StackedWeight("w", typ, []uint64{in, out}, data[:rb+1], data[rb+1:]); err == nil || !strings.Contains(err.Error(), "not whole rows") {
+			t.Errorf("%s: parts split inside a row: err %v, want one naming the part", typ, err)
+		}
+		ws = append(ws, pair{gw, cw, sw})
 	}
 	xs := make([]float32, in*maxT)
 	for i := range xs {
@@ -392,6 +400,9 @@ func TestMatMulAgainstCPU(t *testing.T) {
 	for i, typ := range types {
 		for _, T := range []int{1, 3, maxT} {
 			got, want := run(g, ws[i].gw, gx, T), run(c, ws[i].cw, cx, T)
+			if d := maxAbsDiff(run(g, ws[i].sw, gx, T), got); d != 0 {
+				t.Errorf("%s T=%d: stacked parts and one piece differ by %g", typ, T, d)
+			}
 			for j := range want {
 				if d := math.Abs(float64(got[j] - want[j])); d > 1e-4*(1+math.Abs(float64(want[j]))) || math.IsNaN(float64(got[j])) {
 					t.Errorf("%s T=%d: [%d] = %g, cpu %g", typ, T, j, got[j], want[j])

@@ -58,12 +58,8 @@ func (b *binder) get(name string, dims ...int) backend.Weight {
 	if t == nil {
 		return nil
 	}
-	return b.adopt(name, t.Type, t.Dims, b.f.TensorData(t))
-}
-
-// adopt hands data to the backend as the weight name, counting its bytes.
-func (b *binder) adopt(name string, typ quant.Type, dims []uint64, data []byte) backend.Weight {
-	w, err := b.be.Weight(name, typ, dims, data)
+	data := b.f.TensorData(t)
+	w, err := b.be.Weight(name, t.Type, t.Dims, data)
 	if err != nil {
 		b.err = err
 		return nil
@@ -122,8 +118,8 @@ func (b *binder) bindLayer(c *Config, l int) layer {
 		qName = p + "attn_q_a.weight"
 	}
 	kvName := p + "attn_kv_a_mqa.weight"
-	if st, ok := b.be.(backend.Stacker); ok && st.StacksProducts() {
-		ly.qKV = b.stacked(qName, qRows, kvName, c.CacheRow(), D)
+	if st, ok := b.be.(backend.Stacker); ok {
+		ly.qKV = b.stacked(st, qName, qRows, kvName, c.CacheRow(), D)
 	}
 	if ly.qKV == nil {
 		ly.qA = b.get(qName, D, qRows)
@@ -168,15 +164,21 @@ func (b *binder) bindLayer(c *Config, l int) layer {
 }
 
 // stacked binds tensors first {dim, n1} and second {dim, n2} as one weight
-// {dim, n1+n2}: first's rows, then second's. It returns nil, binding
-// nothing, when their types differ.
-func (b *binder) stacked(first string, n1 int, second string, n2 int, dim int) backend.Weight {
+// {dim, n1+n2} of st's: first's rows, then second's. It returns nil,
+// binding nothing, when their types differ.
+func (b *binder) stacked(st backend.Stacker, first string, n1 int, second string, n2 int, dim int) backend.Weight {
 	t1, t2 := b.info(first, dim, n1), b.info(second, dim, n2)
 	if t1 == nil || t2 == nil || t1.Type != t2.Type {
 		return nil
 	}
-	data := slices.Concat(b.f.TensorData(t1), b.f.TensorData(t2))
-	return b.adopt(first+"+"+second, t1.Type, dims64([]int{dim, n1 + n2}), data)
+	d1, d2 := b.f.TensorData(t1), b.f.TensorData(t2)
+	w, err := st.StackedWeight(first+"+"+second, t1.Type, dims64([]int{dim, n1 + n2}), d1, d2)
+	if err != nil {
+		b.err = err
+		return nil
+	}
+	b.handed(int64(len(d1) + len(d2)))
+	return w
 }
 
 // splitKVB turns an older conversion's combined attn_kv_b {kv_lora,

@@ -4,20 +4,24 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"unsafe"
 
+	"github.com/latent-ai/latent/backend"
 	"github.com/latent-ai/latent/backend/cpu"
 	"github.com/latent-ai/latent/gguf"
 	"github.com/latent-ai/latent/quant"
 )
 
-// stacker is the CPU backend asking for stacked products, as the CUDA
-// backend does.
+// stacker is the CPU backend taking stacked weights, as the CUDA backend
+// does.
 type stacker struct{ *cpu.CPU }
 
-func (stacker) StacksProducts() bool { return true }
+func (s stacker) StackedWeight(name string, typ quant.Type, dims []uint64, parts ...[]byte) (backend.Weight, error) {
+	return s.Weight(name, typ, dims, slices.Concat(parts...))
+}
 
 // A model whose q_a (q) and kv_a are one stacked weight gives the logits of
 // the separate products bit for bit: each output row is the same dot
