@@ -154,9 +154,9 @@ type Drawer interface {
 // the decode step's chain of launches; the model stacks q_a (or q) on
 // kv_a, which read the same normalised input.
 type Stacker interface {
-	// StackedWeight is Weight over parts' rows one after another (each part
-	// whole rows of dims[0] values of typ; dims' last counts them all),
-	// without joining the parts on the host first.
+	// StackedWeight is Weight over the parts' rows one after another (each
+	// part whole rows of dims[0] values of typ, all parts together the
+	// rows dims describes), without joining the parts on the host first.
 	StackedWeight(name string, typ quant.Type, dims []uint64, parts ...[]byte) (Weight, error)
 }
 

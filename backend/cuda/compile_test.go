@@ -69,6 +69,9 @@ func TestKernelsCompile(t *testing.T) {
 		}
 	}
 	norope := strings.Replace(defs, "#define CACHE_W 576", "#define CACHE_W 512", 1)
+	if len(att) != 1 || norope == defs {
+		t.Fatalf("no attention unit (%d) or no CACHE_W to change", len(att))
+	}
 	if _, _, err := compileModules(norope, att, "sm_90", "test"); err != nil {
 		t.Errorf("no rotated part: %v", err)
 	}

@@ -375,7 +375,11 @@ func (b *Backend) StackedWeight(name string, typ quant.Type, dims []uint64, part
 	if len(dims) == 1 && typ != quant.F32 {
 		// vectors are read as float32 by the kernels
 		v := make([]float32, dims[0])
-		if err := quant.Dequantize(typ, slices.Concat(parts...), v); err != nil {
+		data := parts[0]
+		if len(parts) > 1 {
+			data = slices.Concat(parts...)
+		}
+		if err := quant.Dequantize(typ, data, v); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		w.typ, w.rowBytes = quant.F32, int64(4*len(v))
@@ -400,6 +404,7 @@ func (b *Backend) StackedWeight(name string, typ quant.Type, dims []uint64, part
 				continue
 			}
 			if uerr = b.d.check("upload "+name, call(b.d.cuMemcpyHtoD, at, uintptr(unsafe.Pointer(&part[0])), uintptr(len(part)))); uerr != nil {
+				call(b.d.cuMemFree, w.ptr)
 				return
 			}
 			at += uintptr(len(part))

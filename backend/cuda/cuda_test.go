@@ -346,7 +346,7 @@ func TestMatMulAgainstCPU(t *testing.T) {
 	const in, out, maxT = 512, 80, 70
 	types := []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q8_0,
 		quant.Q4_K, quant.Q5_K, quant.Q6_K}
-	type pair struct{ gw, cw, sw backend.Weight } // sw: gw uploaded as three stacked parts
+	type pair struct{ gw, cw, sw backend.Weight } // sw: gw uploaded as stacked parts, one of them empty
 	var ws []pair
 	for _, typ := range types {
 		vals := make([]float32, in*out)
@@ -367,7 +367,7 @@ func TestMatMulAgainstCPU(t *testing.T) {
 			t.Fatal(err)
 		}
 		rb := len(data) / out
-		sw, err := g.StackedWeight("w", typ, []uint64{in, out}, data[:16*rb], data[16*rb:48*rb], data[48*rb:])
+		sw, err := g.StackedWeight("w", typ, []uint64{in, out}, data[:16*rb], data[16*rb:48*rb], nil, data[48*rb:])
 		if err != nil {
 			t.Fatal(err)
 		}

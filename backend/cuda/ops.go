@@ -364,7 +364,9 @@ func (b *Backend) product(w *weight, in input, o output) {
 func (b *Backend) recordMQ(w *weight, m *mq, ny int, bytes int64) {
 	m.typ, m.ny = w.typ, ny
 	// The launch before reads these ids too (gate/up before down), so it
-	// did not write them: the ones that did ran before it.
+	// did not write them, and since every kernel waits for its own
+	// predecessor before it lets the next one launch (pdl_entry), the
+	// kernel that did is complete when this one starts.
 	if n := len(b.launches); m.ids != 0 && n > 0 {
 		if prev := b.launches[n-1].mq; prev != nil && !b.launches[n-1].skip && prev.ids == m.ids {
 			m.idsEarly = true

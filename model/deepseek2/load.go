@@ -60,11 +60,17 @@ func (b *binder) get(name string, dims ...int) backend.Weight {
 	}
 	data := b.f.TensorData(t)
 	w, err := b.be.Weight(name, t.Type, t.Dims, data)
+	return b.adopt(w, err, len(data))
+}
+
+// adopt keeps what the backend made of n of the file's bytes, counting
+// them, or its error.
+func (b *binder) adopt(w backend.Weight, err error, n int) backend.Weight {
 	if err != nil {
 		b.err = err
 		return nil
 	}
-	b.handed(int64(len(data)))
+	b.handed(int64(n))
 	return w
 }
 
@@ -173,12 +179,7 @@ func (b *binder) stacked(st backend.Stacker, first string, n1 int, second string
 	}
 	d1, d2 := b.f.TensorData(t1), b.f.TensorData(t2)
 	w, err := st.StackedWeight(first+"+"+second, t1.Type, dims64([]int{dim, n1 + n2}), d1, d2)
-	if err != nil {
-		b.err = err
-		return nil
-	}
-	b.handed(int64(len(d1) + len(d2)))
-	return w
+	return b.adopt(w, err, len(d1)+len(d2))
 }
 
 // splitKVB turns an older conversion's combined attn_kv_b {kv_lora,

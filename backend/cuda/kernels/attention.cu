@@ -344,13 +344,13 @@ __device__ __forceinline__ void rows_dot(const u8* base, i64 rowBytes, int nrows
                                          const int* sa, float* out) {
     using Q = Q1<TY>;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int lpr = lanes_for(nb), sub = lane / lpr, l = lane & (lpr - 1), rstep = ATT_WARPS * (32 / lpr);
+    const int ls = lanes_log2(nb), lpr = 1 << ls, sub = lane >> ls, l = lane & (lpr - 1), rstep = ATT_WARPS * (32 >> ls);
     for (int s0 = st0; s0 < st1; s0 += 8) {
         int4 q[8][Q::W];
         u32 sc[8];
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            const int r = min((s0 + j) * rstep + warp * (32 / lpr) + sub, nrows - 1);
+            const int r = min((s0 + j) * rstep + warp * (32 >> ls) + sub, nrows - 1);
             if (s0 + j < st1 && l < nb) {
                 const u8* row = base + (i64)r * rowBytes;
 #pragma unroll
@@ -367,7 +367,7 @@ __device__ __forceinline__ void rows_dot(const u8* base, i64 rowBytes, int nrows
                     acc += Q::val(q[j], a[0], a[1], sa[l], h2f((u16)sc[j]), sd[l]);
                 }
                 for (int off = lpr >> 1; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-                const int r = (s0 + j) * rstep + warp * (32 / lpr) + sub;
+                const int r = (s0 + j) * rstep + warp * (32 >> ls) + sub;
                 if (l == 0 && r < nrows) out[r] = acc;
             }
         }
@@ -388,11 +388,11 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // lanes, rows and steps as shifts: this runs when the kernel before
     // frees the SM, on the step's critical path
-    const int nope = (int)p.nope, nbk = nope / 32, lsh = nbk > 1 ? min(5, 32 - __clz(nbk - 1)) : 0, lpr = 1 << lsh;
-    const int sub = lane >> lsh, l = lane & (lpr - 1), rstep = ATT_WARPS * (32 >> lsh);
+    const int nope = (int)p.nope, nbk = nope / 32, ls = lanes_log2(nbk), lpr = 1 << ls;
+    const int sub = lane >> ls, l = lane & (lpr - 1), rstep = ATT_WARPS * (32 >> ls);
     const int nsteps = (KV_LORA + rstep - 1) / rstep;
     const u8* kbh = p.kb + (i64)h * KV_LORA * p.kbRow;
-    auto krow = [&](int st) { return min(st * rstep + warp * (32 >> lsh) + sub, KV_LORA - 1); };
+    auto krow = [&](int st) { return min(st * rstep + warp * (32 >> ls) + sub, KV_LORA - 1); };
 
     // Before waiting for the kernel before: k_b[h]'s first rows into
     // registers, v_b[h] (this split's share) into L2.
@@ -433,7 +433,9 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
         if (own && p.kvfreqs) krot[k] = rope_angle(pos, p.kvfreqs[k]);
     }
 #if __CUDA_ARCH__ >= 800
-    const bool copied = ((unsigned long long)(qh + nope) | (unsigned long long)p.kv | (unsigned long long)p.kvnw) % 16 == 0;
+    // (copied as 16-byte pieces: the parts' widths and addresses must allow it)
+    const bool copied = KV_LORA % 4 == 0 && (CACHE_W - KV_LORA) % 4 == 0 &&
+                        ((unsigned long long)(qh + nope) | (unsigned long long)p.kv | (unsigned long long)p.kvnw) % 16 == 0;
     if (copied && own && p.kvnw)
         for (int i = threadIdx.x; i < KV_LORA / 4; i += blockDim.x) cp_async16(knw + 4 * i, p.kvnw + 4 * i, true);
 #else
@@ -456,12 +458,14 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
 #endif
     __syncthreads();
 
-    // the token's own row, normalised and rotated as kv_finish does
-    if (own)
+    // the token's own row, normalised and rotated as kv_finish does (own is
+    // the same for the whole block, so the barrier is too)
+    if (own) {
         finish_row(crow, copied ? kvx : p.kv, copied && p.kvnw ? knw : p.kvnw, p.kveps, [&](int k, float& a, float& b) {
             if (p.kvfreqs) rotate(a, b, krot[k]);
         }, red);
-    __syncthreads();
+        __syncthreads();
+    }
 
     // q_lat = k_b[h]·q_nope: row r's lanes sum its blocks as mmv1 does
 #pragma unroll
@@ -473,7 +477,7 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
                 acc += QK::val(pq[st], a[0], a[1], sa[l], h2f((u16)ps[st]), sd[l]);
             }
             for (int off = lpr >> 1; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-            const int r = st * rstep + warp * (32 >> lsh) + sub;
+            const int r = st * rstep + warp * (32 >> ls) + sub;
             if (l == 0 && r < KV_LORA) qsh[r] = acc;
         }
     }
@@ -494,7 +498,7 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     __syncthreads();
     round_row_q8(osh, KV_LORA, nullptr, 0.f, sq, sd, sa, red);
     __syncthreads();
-    const int nbv = KV_LORA / 32, vstep = ATT_WARPS * (32 / lanes_for(nbv));
+    const int nbv = KV_LORA / 32, vstep = ATT_WARPS * (32 >> lanes_log2(nbv));
     rows_dot<TV>(p.vb + (i64)h * p.vdim * p.vbRow, p.vbRow, (int)p.vdim, nbv, 0, ((int)p.vdim + vstep - 1) / vstep, sq, sd, sa,
                  p.out + (i64)h * p.vdim);
 }
@@ -624,7 +628,7 @@ __device__ void mla_rows(const u8* w, i64 rowBytes, int n, int nb, const float* 
         __syncthreads();
         round_row_q8(x + (i64)h * xs, K, nullptr, 0.f, sq, sd, sa, red);
         __syncthreads();
-        const int lpr = lanes_for(nb), rstep = ATT_WARPS * (32 / lpr);
+        const int rstep = ATT_WARPS * (32 >> lanes_log2(nb));
         rows_dot<TY>(w + ((i64)h * n + i0) * rowBytes, rowBytes, i1 - i0, nb, 0, (i1 - i0 + rstep - 1) / rstep, sq, sd, sa,
                      out ? out + (i64)h * n + i0 : tmp);
         if (hout) {

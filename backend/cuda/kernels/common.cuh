@@ -34,7 +34,11 @@ typedef long long i64;
 // Every kernel may be launched programmatically (PDL: it starts while the
 // kernel before it finishes): pdl_entry waits for that kernel's results, then
 // lets the next kernel launch, so a launch's latency hides behind the kernel
-// before it. Called first by every kernel (mmv1 first loads its weights).
+// before it. Every kernel calls it before it reads anything the kernel
+// before may have written (mmv1 and attn_decode load constants first). The
+// wait comes before the trigger in every kernel, so a kernel that starts
+// finds complete whatever the kernels before the one before it wrote: the
+// MoE down launch reads its expert ids early on that (mmvq.cu, idsEarly).
 __device__ __forceinline__ void pdl_entry() {
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

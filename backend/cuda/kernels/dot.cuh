@@ -1,7 +1,7 @@
 // Integer dot products on 8-bit activation blocks, shared by the products
 // (mmvq.cu) and the attention kernels that apply k_b and v_b themselves
 // (attention.cu): dp4a, cp.async, weight loads past L1, the lanes a row
-// takes (lanes_for), one row's rounding to Q8_0 blocks, and Q4_0/Q8_0
+// takes (lanes_log2), one row's rounding to Q8_0 blocks, and Q4_0/Q8_0
 // blocks' dot products.
 
 __device__ __forceinline__ int dp4a(int a, int b, int c) {
@@ -13,14 +13,12 @@ __device__ __forceinline__ int dp4a(int a, int b, int c) {
 // ilog2 is log2 of a power of two known at compile time.
 __host__ __device__ constexpr int ilog2(int n) { return n > 1 ? 1 + ilog2(n / 2) : 0; }
 
-// lanes_for is the lanes a row of nb blocks takes: nb rounded up to a
-// power of two, at most 32 (each lane whole blocks, no lane idle when a row
-// is narrow).
-__device__ __forceinline__ int lanes_for(int nb) {
-    int lpr = 1;
-    while (lpr < nb && lpr < 32) lpr <<= 1;
-    return lpr;
-}
+// The lanes a row of nb blocks takes are nb rounded up to a power of two, at
+// most 32 (each lane whole blocks, no lane idle when a row is narrow);
+// lanes_log2 is their log2, so that rows and steps divide as shifts: the
+// one-token kernels do this arithmetic on the step's critical path, where
+// ncu found the integer division routines.
+__device__ __forceinline__ int lanes_log2(int nb) { return nb > 1 ? min(5, 32 - __clz(nb - 1)) : 0; }
 
 // cp.async (sm_80 and later): 16 bytes from global to shared memory
 // without passing through registers (ok false: zeros instead); a commit

@@ -47,8 +47,8 @@ struct MQ {
     float* yx;
     const float* xsrcx;
     // Set when ids were written before the launch before this one (the MoE
-    // down projection: the gate/up launch between reads them), so that
-    // they and the weights they pick can be loaded before the wait.
+    // down projection: the gate/up launch just before it also reads them),
+    // so that they and the weights they pick can be loaded before the wait.
     i64 idsEarly;
 };
 
@@ -637,10 +637,10 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     // step's critical path: lanes, rows and load sets are powers of two and
     // divide as shifts, not as the integer division routines (ncu sampled
     // them as the busiest part of the prologue).
+    static_assert((G & (G - 1)) == 0 && (JC & (JC - 1)) == 0, "G and JC divide as shifts");
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     const int K = (int)p.K, nb = K / 32;
-    const int lsh = nb > 1 ? min(5, 32 - __clz(nb - 1)) : 0;  // log2 of lanes_for(nb)
-    const int lpr = 1 << lsh, sub = lane >> lsh, l = lane & (lpr - 1);
+    const int lsh = lanes_log2(nb), lpr = 1 << lsh, sub = lane >> lsh, l = lane & (lpr - 1);
     const int RW = (32 >> lsh) * G;  // rows per warp group
     const int py = blockIdx.y;
     const int nk = p.nsum ? (int)p.nsum : 1;  // products summed per output
@@ -812,7 +812,8 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     }
 }
 
-// (mmv1_impl calls pdl_entry itself, after its first weight loads). A unit
+// (mmv1_impl calls pdl_entry itself, after its first weight loads unless
+// its ids may come from the kernel before). A unit
 // holds the variants whose D (gate/up or not) is its UNIT_MMV1_D.
 #define MMV1_KERNEL(TY, G, JC, D, NAME) \
     extern "C" __global__ void __launch_bounds__(256, 2) mmv1_##G##_##JC##_##D##NAME(MQ p) { mmv1_impl<TY, G, JC, D>(p); }
