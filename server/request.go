@@ -232,6 +232,17 @@ func (s *Server) render(msgs []chat.Message, tools []json.RawMessage, extra map[
 			return "", badRequest(fmt.Sprintf("tools[%d]", i), fmt.Sprintf("tools[%d] %s", i, err))
 		}
 	}
+	if len(tools) > 0 && !s.showsTools {
+		// A template that writes calls but not the tools (DeepSeek-V3.1's)
+		// has them described in the system prompt, as its model card says
+		// and ollama does; one that does neither cannot use them, and is
+		// refused as ollama refuses it.
+		p := s.toolSyntax.ToolsPrompt(tools)
+		if p == "" {
+			return "", badRequest("tools", "tools: this model's chat template does not show tools to the model, so it cannot call them; send the request without tools (or with tool_choice \"none\")")
+		}
+		msgs = chat.WithSystem(msgs, p)
+	}
 	text, err := s.model.Template.Render(chat.Input{Messages: msgs, Tools: tools, AddGenerationPrompt: true, Extra: extra})
 	if err != nil {
 		// Templates refuse conversations they cannot express (raise_exception).

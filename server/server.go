@@ -86,9 +86,11 @@ type Server struct {
 	cancelBase context.CancelFunc
 
 	// what the model's chat template says: the syntax of its tool calls,
+	// whether it shows the model the tools offered (it names them at all),
 	// whether it thinks; and the vocabulary indexed for JSON answers,
 	// made at the first
 	toolSyntax *chat.ToolSyntax
+	showsTools bool
 	thinks     bool
 	vocab      func() *constrain.Vocab
 
@@ -130,6 +132,7 @@ func New(cfg Config) (*Server, error) {
 		started: time.Now(),
 
 		toolSyntax: chat.DetectToolSyntax(cfg.Model.Template.Source),
+		showsTools: strings.Contains(cfg.Model.Template.Source, "tools"),
 		thinks:     strings.Contains(cfg.Model.Template.Source, "<think>"),
 		vocab:      sync.OnceValue(func() *constrain.Vocab { return constrain.NewVocab(cfg.Model.Tokenizer) }),
 	}

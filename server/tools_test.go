@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/latent-ai/latent/chat"
 	"github.com/ollama/ollama/api"
 	"github.com/openai/openai-go/v3"
 )
@@ -165,4 +166,83 @@ func TestToolCallsStayText(t *testing.T) {
 			}
 		})
 	}
+}
+
+// DeepSeek-V3.1's template writes calls but never the tools: they go into
+// the system prompt in its model card's text (after the caller's own system
+// message), and a call written in its syntax comes back as a tool call.
+func TestDeepSeekToolsInSystemPrompt(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(goldenTemplates, "deepseek-ai-DeepSeek-V3.1.jinja"))
+	if err != nil {
+		t.Fatalf("golden templates (../shared must sit beside the repository): %v", err)
+	}
+	const call = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>" +
+		`{"city": "Paris", "zip": "75001", "days": 2}` + "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+	m := goldenModel(t, "tiny-glm-f32.gguf", 1024)
+	m = withTemplate(t, newScriptedNet(m, call, 1024).on(m), string(src))
+	ts := startServer(t, Config{Model: m})
+
+	var req struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(toolsRequest), &req); err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := ts.render([]chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Weather in Paris?"}}, req.Tools, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := "Be brief.\n\n## Tools\nYou have access to the following tools:\n\n### get_weather\nDescription: Today's weather\n\nParameters: {\"type\":\"object\""
+	if i, j := strings.Index(prompt, head), strings.Index(prompt, "<｜User｜>Weather in Paris?"); i < 0 || j < i ||
+		!strings.Contains(prompt[i:j], "IMPORTANT: ALWAYS adhere to this exact format for tool use:") {
+		t.Errorf("the tools are not described in the system prompt, before the user's turn:\n%s", prompt)
+	}
+	if plain, err := ts.render([]chat.Message{{Role: "user", Content: "hi"}}, nil, nil); err != nil || strings.Contains(plain, "## Tools") {
+		t.Errorf("without tools: %q, %v", plain, err)
+	}
+
+	var params openai.ChatCompletionNewParams
+	if err := json.Unmarshal([]byte(toolsRequest), &params); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client := openAIClient(ts)
+	resp, err := client.Chat.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := resp.Choices[0]
+	if got.FinishReason != "tool_calls" || len(got.Message.ToolCalls) != 1 || got.Message.ToolCalls[0].Function.Name != "get_weather" {
+		t.Fatalf("finish %q, calls %+v", got.FinishReason, got.Message.ToolCalls)
+	}
+	var args map[string]any
+	if err := json.Unmarshal([]byte(got.Message.ToolCalls[0].Function.Arguments), &args); err != nil {
+		t.Fatal(err)
+	}
+	checkWeatherArgs(t, args)
+}
+
+// A template that never names the tools cannot show them to the model: a
+// request offering some is refused, as ollama refuses it, unless OpenAI's
+// tool_choice is "none".
+func TestToolsRefusedWithoutTemplateSupport(t *testing.T) {
+	m := goldenModel(t, "tiny-glm-f32.gguf", 1024)
+	m = withTemplate(t, newScriptedNet(m, "Sunny.", 1024).on(m), "{% for m in messages %}{{ m.content }}{% endfor %}")
+	ts := startServer(t, Config{Model: m})
+	for _, path := range []string{"/v1/chat/completions", "/api/chat"} {
+		var e struct {
+			Error json.RawMessage `json:"error"`
+		}
+		postJSON(t, ts.url+path, toolsRequest, 400, &e)
+		if !strings.Contains(string(e.Error), "does not show tools to the model") {
+			t.Errorf("%s: error %s", path, e.Error)
+		}
+	}
+	var resp chatAnswer
+	postJSON(t, ts.url+"/v1/chat/completions", strings.Replace(toolsRequest, `"tools":`, `"tool_choice":"none","tools":`, 1), 200, &resp)
+	if resp.Choices[0].Message.Content != "Sunny." {
+		t.Errorf("tool_choice none: %+v", resp.Choices[0])
+	}
+	postJSON(t, ts.url+"/api/chat", `{"model":"m","stream":false,"messages":[{"role":"user","content":"hi"}]}`, 200, nil)
 }

@@ -1,0 +1,76 @@
+package chat
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The text DeepSeek-V3.1's model card gives for tools in the system prompt (as ollama's DeepSeek templates
+// write it), for two tools, one without a description or parameters.
+func TestToolsPromptDeepSeek(t *testing.T) {
+	tools := []json.RawMessage{
+		json.RawMessage(`{"type":"function","function":{"name":"get_weather","description":"Today's weather",
+			"parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}`),
+		json.RawMessage(`{"type":"function","function":{"name":"now"}}`),
+		json.RawMessage(`{"type":"function","function":{"description":"no name: left out"}}`),
+	}
+	want := "## Tools\nYou have access to the following tools:\n" +
+		"\n### get_weather\nDescription: Today's weather\n\n" +
+		`Parameters: {"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}` + "\n" +
+		"\n### now\nDescription: \n\nParameters: {}\n" +
+		"\nIMPORTANT: ALWAYS adhere to this exact format for tool use:\n" +
+		"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>tool_call_name<｜tool▁sep｜>tool_call_arguments<｜tool▁call▁end｜>{{additional_tool_calls}}<｜tool▁calls▁end｜>\n\n" +
+		"Where:\n\n" +
+		"- `tool_call_name` must be an exact match to one of the available tools\n" +
+		"- `tool_call_arguments` must be valid JSON that strictly follows the tool's Parameters Schema\n" +
+		"- For multiple tool calls, chain them directly without separators or spaces\n"
+	got := deepseekTools.ToolsPrompt(tools)
+	if got != want {
+		t.Errorf("prompt\n%s\nwant\n%s", got, want)
+	}
+
+	// A call written as the prompt says reads back as one.
+	line := got[strings.Index(got, "<｜tool▁calls▁begin｜>"):]
+	line = line[:strings.Index(line, "\n")]
+	call := strings.NewReplacer("tool_call_name", "get_weather", "tool_call_arguments", `{"city":"Paris"}`, "{{additional_tool_calls}}", "").Replace(line)
+	calls, content, ok := deepseekTools.ParseToolCalls(call, tools)
+	if !ok || len(calls) != 1 || calls[0].Function.Name != "get_weather" || string(calls[0].Function.Arguments) != `{"city":"Paris"}` || content != "" {
+		t.Errorf("the prompt's format %q read as %+v, %q, %v", call, calls, content, ok)
+	}
+
+	for _, syn := range []*ToolSyntax{glmTools, hermesTools} {
+		if p := syn.ToolsPrompt(tools); p != "" {
+			t.Errorf("%s templates show their tools, but ToolsPrompt gave %q", syn.Name, p)
+		}
+	}
+	if p := deepseekTools.ToolsPrompt(nil); p != "" {
+		t.Errorf("no tools, prompt %q", p)
+	}
+}
+
+func TestWithSystem(t *testing.T) {
+	user := Message{Role: "user", Content: "hi"}
+	for _, tc := range []struct {
+		name string
+		in   []Message
+		want []Message
+	}{
+		{"a system message", []Message{{Role: "system", Content: "Be brief."}, user}, []Message{{Role: "system", Content: "Be brief.\n\nT"}, user}},
+		{"an empty one", []Message{{Role: "system"}, user}, []Message{{Role: "system", Content: "T"}, user}},
+		{"none", []Message{user}, []Message{{Role: "system", Content: "T"}, user}},
+		{"none, a system message later", []Message{user, {Role: "system", Content: "x"}}, []Message{{Role: "system", Content: "T"}, user, {Role: "system", Content: "x"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := slices.Clone(tc.in)
+			got := WithSystem(tc.in, "T")
+			if !slices.EqualFunc(got, tc.want, func(a, b Message) bool { return a.Role == b.Role && a.Content == b.Content }) {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			if !slices.EqualFunc(tc.in, before, func(a, b Message) bool { return a.Role == b.Role && a.Content == b.Content }) {
+				t.Errorf("the input changed: %+v", tc.in)
+			}
+		})
+	}
+}
