@@ -351,3 +351,28 @@ func TestTimings(t *testing.T) {
 		t.Errorf("timings %+v, want %+v", got, want)
 	}
 }
+
+// top_p 0 keeps only the most likely token, as llama.cpp and OpenAI read
+// it: a hot, seeded answer is then the greedy one, on both APIs.
+func TestTopPZeroIsGreedy(t *testing.T) {
+	ts := startServer(t, Config{Model: goldenModel(t, "tiny-youtu-f32.gguf", 512)})
+	answer := func(sampling string) string {
+		var resp chatAnswer
+		postJSON(t, ts.url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Hello"}],"max_tokens":12,"seed":3,`+sampling+`}`, 200, &resp)
+		return resp.Choices[0].Message.Content
+	}
+	greedy := answer(`"temperature":0`)
+	if hot := answer(`"temperature":1.5,"top_p":1`); hot == greedy {
+		t.Fatalf("a hot answer is the greedy one (%q): the test cannot tell", hot)
+	}
+	if got := answer(`"temperature":1.5,"top_k":40,"top_p":0`); got != greedy {
+		t.Errorf("top_p 0 answered %q, want the greedy %q", got, greedy)
+	}
+	var o struct {
+		Message struct{ Content string } `json:"message"`
+	}
+	postJSON(t, ts.url+"/api/chat", `{"stream":false,"messages":[{"role":"user","content":"Hello"}],"options":{"num_predict":12,"seed":3,"temperature":1.5,"top_p":0}}`, 200, &o)
+	if o.Message.Content != greedy {
+		t.Errorf("Ollama's top_p 0 answered %q, want the greedy %q", o.Message.Content, greedy)
+	}
+}

@@ -47,6 +47,9 @@ With --prompt-tokens it generates after a prompt of token ids and prints the gen
 			}
 			o.seedSet = cmd.Flags().Changed("seed")
 			o.thinkSet = cmd.Flags().Changed("think")
+			if cmd.Flags().Changed("top-p") && o.sampler.TopP == 0 {
+				o.sampler.TopPZero()
+			}
 			if !o.seedSet {
 				// llama.cpp's default too: a fresh seed, shown by --verbose.
 				o.sampler.Seed = rand.Uint64()
@@ -71,7 +74,7 @@ With --prompt-tokens it generates after a prompt of token ids and prints the gen
 	f.IntVarP(&o.n, "n-predict", "n", -1, "tokens to generate at most in an answer (-1: until the end of generation or a full context)")
 	f.Float32Var(&sampling.Temperature, "temperature", sampling.Temperature, "sampling temperature (0: greedy)")
 	f.IntVar(&sampling.TopK, "top-k", sampling.TopK, "sample from the k most likely tokens (0: off)")
-	f.Float32Var(&sampling.TopP, "top-p", sampling.TopP, "sample from the most likely tokens holding this probability (0 or 1: off)")
+	f.Float32Var(&sampling.TopP, "top-p", sampling.TopP, "sample from the most likely tokens holding this probability (1: off, 0: only the most likely token)")
 	f.Float32Var(&sampling.MinP, "min-p", sampling.MinP, "drop tokens less likely than this times the most likely one (0: off)")
 	f.Float32Var(&sampling.RepeatPenalty, "repeat-penalty", sampling.RepeatPenalty, "penalise the logits of recent tokens by this factor (1: off)")
 	f.Float32Var(&sampling.PresencePenalty, "presence-penalty", sampling.PresencePenalty, "subtract this from the logits of recent tokens (0: off)")

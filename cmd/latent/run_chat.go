@@ -255,7 +255,7 @@ func readMessage(in lineReader) (text string, typed bool, err error) {
 var chatParameters = []struct{ name, help string }{
 	{"temperature", "sampling temperature (0: greedy)"},
 	{"top_k", "sample from the k most likely tokens (0: off)"},
-	{"top_p", "sample from the most likely tokens holding this probability (0 or 1: off)"},
+	{"top_p", "sample from the most likely tokens holding this probability (1: off, 0: only the most likely token)"},
 	{"min_p", "drop tokens less likely than this times the most likely one (0: off)"},
 	{"repeat_penalty", "penalise the logits of recent tokens by this factor (1: off)"},
 	{"presence_penalty", "subtract this from the logits of recent tokens (0: off)"},
@@ -373,7 +373,9 @@ func (c *chatSession) setParameter(name, value string) error {
 	case "top_k":
 		s.TopK, err = parseInt(value)
 	case "top_p":
-		s.TopP, err = parseFloat32(value)
+		if s.TopP, err = parseFloat32(value); err == nil && s.TopP == 0 {
+			s.TopPZero()
+		}
 	case "min_p":
 		s.MinP, err = parseFloat32(value)
 	case "repeat_penalty":

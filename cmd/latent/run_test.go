@@ -117,6 +117,18 @@ func TestRunSeeded(t *testing.T) {
 	if slices.Equal(a, c) {
 		t.Errorf("seeds 7 and 8 gave the same %v", a)
 	}
+
+	// --top-p 0 keeps only the most likely token, as llama.cpp's does: the
+	// same hot, seeded run is the greedy one (and the run above is not).
+	out, _, err := runRun(t, context.Background(), nil, goldenModel("tiny-youtu-q4_0"), "--prompt-tokens", prompt, "-n", "12",
+		"--temperature", "1.5", "--top-k", "0", "--top-p", "0", "--min-p", "0", "--seed", "7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, greedy := goldenGreedy(t, "tiny-youtu-q4_0")
+	if got := runIDs(t, out); !slices.Equal(got, greedy[:12]) || slices.Equal(a, greedy[:12]) {
+		t.Errorf("--top-p 0 gave %v, want the greedy %v (top-p 1 gave %v)", got, greedy[:12], a)
+	}
 }
 
 func TestRunStopsAndVerbose(t *testing.T) {
