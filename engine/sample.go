@@ -22,7 +22,7 @@ type SamplerOptions struct {
 	Temperature float32
 	// TopP keeps the smallest set of most likely tokens whose probability
 	// reaches TopP; 0 or 1 turns it off (llama.cpp's 0 keeps only the top
-	// token: TopPZero sets that). Default 0.95.
+	// token: see AsUserGave). Default 0.95.
 	TopP float32
 	// MinP drops tokens less likely than MinP times the most likely one;
 	// 0 turns it off. Default 0.05.
@@ -46,11 +46,18 @@ type SamplerOptions struct {
 	Seed uint64
 }
 
-// TopPZero is a top-p of 0 as a user gives it (a flag, a request field),
-// read as llama.cpp reads it: only the most likely token is kept. TopP 0
-// turns top-p off here (the zero value samples from every token), so it
-// sets TopK 1, which keeps that same token.
-func (o *SamplerOptions) TopPZero() { o.TopP, o.TopK = 0, 1 }
+// AsUserGave is o, options a user set (flags, a request's fields, on top of
+// DefaultSamplerOptions), as the sampler runs them: a top-p of 0 keeps only
+// the most likely token, as llama.cpp reads it, whatever top-k says. TopP 0
+// turns top-p off in SamplerOptions (the zero value samples from every
+// token), so the copy has TopK 1, which keeps that same token; o itself keeps
+// what the user set.
+func (o SamplerOptions) AsUserGave() SamplerOptions {
+	if o.TopP == 0 {
+		o.TopK = 1
+	}
+	return o
+}
 
 // DefaultSamplerOptions are llama.cpp's defaults (seed 0).
 func DefaultSamplerOptions() SamplerOptions {

@@ -420,3 +420,25 @@ func BenchmarkSample(b *testing.B) {
 		})
 	}
 }
+
+// A user's top-p of 0 keeps only the most likely token (llama.cpp's
+// reading): AsUserGave's copy has top-k 1 then, and other options as given.
+func TestAsUserGave(t *testing.T) {
+	for _, tc := range []struct {
+		in   SamplerOptions
+		topK int
+	}{
+		{SamplerOptions{Temperature: 1, TopK: 40, TopP: 0}, 1},
+		{SamplerOptions{Temperature: 1, TopK: 0, TopP: 0}, 1},
+		{SamplerOptions{Temperature: 1, TopK: 40, TopP: 0.5}, 40},
+		{SamplerOptions{Temperature: 1, TopK: 7, TopP: 1}, 7},
+	} {
+		in := tc.in
+		got := in.AsUserGave()
+		want := tc.in
+		want.TopK = tc.topK
+		if got != want || in != tc.in {
+			t.Errorf("%+v: got %+v, want %+v (and the options left as they were)", tc.in, got, want)
+		}
+	}
+}

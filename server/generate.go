@@ -161,7 +161,7 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 			stopGen()
 		}
 	}
-	ereq := engine.Request{Prompt: ids, MaxTokens: req.maxTokens, EOG: m.Tokenizer.EOG(), Sampler: req.sampler}
+	ereq := engine.Request{Prompt: ids, MaxTokens: req.maxTokens, EOG: m.Tokenizer.EOG(), Sampler: req.sampler.AsUserGave()}
 	var object *constrain.JSONTokens
 	if j := req.json; j != nil {
 		object = constrain.NewJSONTokens(s.vocab(), j.schema)

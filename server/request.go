@@ -114,9 +114,6 @@ func (s sampling) options(prefix string, maxTemperature float64) (engine.Sampler
 		}
 		o.TopK = *k
 	}
-	if p := s.TopP; p != nil && *p == 0 { // only the most likely token, whatever top_k says (llama.cpp's order)
-		o.TopPZero()
-	}
 	if p := s.MinP; p != nil {
 		if *p < 0 || *p > 1 {
 			return o, bad("min_p", "%v is outside [0, 1]", *p)

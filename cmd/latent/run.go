@@ -47,9 +47,6 @@ With --prompt-tokens it generates after a prompt of token ids and prints the gen
 			}
 			o.seedSet = cmd.Flags().Changed("seed")
 			o.thinkSet = cmd.Flags().Changed("think")
-			if cmd.Flags().Changed("top-p") && o.sampler.TopP == 0 {
-				o.sampler.TopPZero()
-			}
 			if !o.seedSet {
 				// llama.cpp's default too: a fresh seed, shown by --verbose.
 				o.sampler.Seed = rand.Uint64()
@@ -111,7 +108,7 @@ type runOptions struct {
 
 // runTokens generates after a prompt of token ids, printing the ids.
 func runTokens(cmd *cobra.Command, ref string, o *runOptions) error {
-	req := engine.Request{MaxTokens: o.n, Sampler: *o.sampler}
+	req := engine.Request{MaxTokens: o.n, Sampler: o.sampler.AsUserGave()}
 	var err error
 	if req.Prompt, err = parseTokens("--prompt-tokens", o.promptTokens, true); err != nil {
 		return err

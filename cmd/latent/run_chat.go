@@ -71,7 +71,7 @@ func (c *chatSession) turn(ctx context.Context, text string) error {
 		return &errTurn{fmt.Sprintf("%s is %d tokens, and the context holds %d: %s", what, n, ctxLen, c.roomHint())}
 	}
 
-	req := engine.Request{Prompt: ids, MaxTokens: c.maxTokens, EOG: c.eog, Sampler: c.sampler}
+	req := engine.Request{Prompt: ids, MaxTokens: c.maxTokens, EOG: c.eog, Sampler: c.sampler.AsUserGave()}
 	if !c.seedSet {
 		req.Sampler.Seed = rand.Uint64()
 	}
@@ -373,9 +373,7 @@ func (c *chatSession) setParameter(name, value string) error {
 	case "top_k":
 		s.TopK, err = parseInt(value)
 	case "top_p":
-		if s.TopP, err = parseFloat32(value); err == nil && s.TopP == 0 {
-			s.TopPZero()
-		}
+		s.TopP, err = parseFloat32(value)
 	case "min_p":
 		s.MinP, err = parseFloat32(value)
 	case "repeat_penalty":

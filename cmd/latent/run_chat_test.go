@@ -256,7 +256,9 @@ func TestChatCommands(t *testing.T) {
 		{"/set parameter temperature 0 extra", `/set parameter takes a NAME and a VALUE; "extra" is one word too many`, func() bool { return c.sampler.Temperature == 0.7 }},
 		{"/show foo", "Unknown /show command 'foo'.\nAvailable /show commands:", nil},
 		{"/show parameters", "temperature        0.7\ntop_k              5\ntop_p              0.95\nmin_p              0.1\nrepeat_penalty     1.1\npresence_penalty   0.5\nfrequency_penalty  -0.25\n", nil},
-		{"/set parameter top_p 0", "Set parameter 'top_p' to '0'", func() bool { return c.sampler.TopP == 0 && c.sampler.TopK == 1 }}, // only the top token, as llama.cpp
+		// top_p 0 keeps only the top token when the answer is sampled (AsUserGave), and leaves top_k as it was
+		{"/set parameter top_p 0", "Set parameter 'top_p' to '0'", func() bool { return c.sampler.TopP == 0 && c.sampler.TopK == 5 }},
+		{"/set parameter top_p 0.9", "Set parameter 'top_p' to '0.9'", func() bool { return c.sampler.TopP == 0.9 && c.sampler.TopK == 5 }},
 		{"/set hidethinking", "Set 'hidethinking' mode.", func() bool { return c.hideThinking }},
 		{"/set nohidethinking", "Set 'nohidethinking' mode.", func() bool { return !c.hideThinking }},
 		{"/set verbose", "Set 'verbose' mode.", func() bool { return c.verbose }},
