@@ -13,12 +13,14 @@ import (
 // ToolSyntax is one way models write tool calls: Begin opens them (the answer's text ends there); each call
 // lies between open and close (DeepSeek's inside Begin … end).
 type ToolSyntax struct {
-	Name             string // "glm", "deepseek" or "hermes"
+	Name             string // "glm", "deepseek", "deepseek-v3.1" or "hermes"
 	Begin            string
 	end, open, close string
 	call             func(body string, tools toolSet) (ToolCall, bool)
 	// viable reports whether the text after Begin can still be the start of a call.
 	viable func(after string) bool
+	// toolsInSystem: its templates leave the tools offered to the system prompt (ToolsPrompt).
+	toolsInSystem bool
 }
 
 // The syntaxes, each named for the family of templates that write it.
@@ -31,6 +33,13 @@ var (
 	// arguments in a ```json block.
 	deepseekTools = &ToolSyntax{Name: "deepseek", Begin: dsCallsBegin, end: dsCallsEnd, open: dsCallBegin, close: dsCallEnd,
 		call: deepseekCall, viable: deepseekViable}
+	// DeepSeek-V3.1's templates, which write the calls but leave the tools to the system prompt. (V3's and
+	// R1's do not show them either, but their models were taught the ```json form, not ToolsPrompt's.)
+	deepseekV31Tools = func() *ToolSyntax {
+		s := *deepseekTools
+		s.Name, s.toolsInSystem = "deepseek-v3.1", true
+		return &s
+	}()
 	// Hermes (Qwen2.5, Qwen3 and many others): <tool_call>{"name": ..., "arguments": {...}}</tool_call>.
 	hermesTools = &ToolSyntax{Name: "hermes", Begin: "<tool_call>", open: "<tool_call>", close: "</tool_call>", call: hermesCall, viable: hermesViable}
 )
@@ -47,6 +56,8 @@ const (
 // this package reads (then calls stay in the answer's text).
 func DetectToolSyntax(src string) *ToolSyntax {
 	switch {
+	case strings.Contains(src, "tool▁call▁begin") && !strings.Contains(src, "```json"):
+		return deepseekV31Tools
 	case strings.Contains(src, "tool▁call▁begin"):
 		return deepseekTools
 	case strings.Contains(src, "<arg_key>"):

@@ -55,7 +55,7 @@ func TestToolCallsRoundTrip(t *testing.T) {
 		file, syntax, end string
 	}{
 		{"GLM-4.7-Flash.jinja", "glm", "</tool_call>"},
-		{"deepseek-ai-DeepSeek-V3.1.jinja", "deepseek", dsCallsEnd},
+		{"deepseek-ai-DeepSeek-V3.1.jinja", "deepseek-v3.1", dsCallsEnd},
 		{"Qwen-Qwen3-0.6B.jinja", "hermes", "</tool_call>"},
 		{"meta-llama-Llama-3.1-8B-Instruct.jinja", "", ""},
 	}

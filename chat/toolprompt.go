@@ -8,17 +8,19 @@ import (
 )
 
 // Tools in the system prompt. DeepSeek-V3.1's chat template writes tool calls but never the tools a request
-// offers: its model card has the caller describe them in the system prompt, in the text ToolsPrompt writes
-// (ollama's DeepSeek templates write the same). A server offering tools to such a template puts it there.
+// offers: its model card has the caller describe them after the system prompt, in the text ToolsPrompt
+// writes (as ollama's DeepSeek renderer does; the parameters as compact JSON, in the request's key order).
+// A server offering tools to such a template puts it there.
 
-// ToolsPrompt is the system prompt text that shows tools to a model whose template writes calls in syn's
-// syntax but not the tools themselves; "" for a syntax whose templates show them (or no tools).
+// ToolsPrompt is the text that shows tools to a model whose template writes calls in syn's syntax but not
+// the tools themselves, to go at the end of the system prompt (it starts with the blank line that follows
+// one); "" for a syntax whose templates show the tools, or none that leaves them to the caller.
 func (syn *ToolSyntax) ToolsPrompt(tools []json.RawMessage) string {
-	if syn != deepseekTools || len(tools) == 0 {
+	if syn == nil || !syn.toolsInSystem || len(tools) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("## Tools\nYou have access to the following tools:\n")
+	b.WriteString("\n\n## Tools\nYou have access to the following tools:\n")
 	for _, raw := range tools {
 		var t struct {
 			Function struct {
@@ -32,7 +34,7 @@ func (syn *ToolSyntax) ToolsPrompt(tools []json.RawMessage) string {
 		}
 		params := []byte("{}")
 		var c bytes.Buffer
-		if len(t.Function.Parameters) > 0 && json.Compact(&c, t.Function.Parameters) == nil {
+		if p := t.Function.Parameters; len(p) > 0 && string(p) != "null" && json.Compact(&c, p) == nil {
 			params = c.Bytes()
 		}
 		b.WriteString("\n### " + t.Function.Name + "\nDescription: " + t.Function.Description + "\n\nParameters: " + string(params) + "\n")
@@ -46,16 +48,15 @@ func (syn *ToolSyntax) ToolsPrompt(tools []json.RawMessage) string {
 	return b.String()
 }
 
-// WithSystem returns msgs with text at the end of their system message, or in a new one first when they
-// have none; msgs itself is left as it was.
+// WithSystem returns msgs with text appended to their last system message (templates join several, or keep
+// only the last), or in a new one first when they have none; msgs itself is left as it was.
 func WithSystem(msgs []Message, text string) []Message {
-	if len(msgs) > 0 && msgs[0].Role == "system" {
-		out := slices.Clone(msgs)
-		if out[0].Content != "" {
-			out[0].Content += "\n\n"
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "system" {
+			out := slices.Clone(msgs)
+			out[i].Content += text
+			return out
 		}
-		out[0].Content += text
-		return out
 	}
 	return append([]Message{{Role: "system", Content: text}}, msgs...)
 }

@@ -7,26 +7,28 @@ import (
 	"testing"
 )
 
-// The text DeepSeek-V3.1's model card gives for tools in the system prompt (as ollama's DeepSeek templates
-// write it), for two tools, one without a description or parameters.
+// The text DeepSeek-V3.1's model card gives for tools after the system prompt (as ollama's DeepSeek renderer
+// writes it), for three tools: one without a description or parameters, one with null parameters.
 func TestToolsPromptDeepSeek(t *testing.T) {
 	tools := []json.RawMessage{
 		json.RawMessage(`{"type":"function","function":{"name":"get_weather","description":"Today's weather",
 			"parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}`),
 		json.RawMessage(`{"type":"function","function":{"name":"now"}}`),
+		json.RawMessage(`{"type":"function","function":{"name":"ping","description":"Ping.","parameters":null}}`),
 		json.RawMessage(`{"type":"function","function":{"description":"no name: left out"}}`),
 	}
-	want := "## Tools\nYou have access to the following tools:\n" +
+	want := "\n\n## Tools\nYou have access to the following tools:\n" +
 		"\n### get_weather\nDescription: Today's weather\n\n" +
 		`Parameters: {"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}` + "\n" +
 		"\n### now\nDescription: \n\nParameters: {}\n" +
+		"\n### ping\nDescription: Ping.\n\nParameters: {}\n" +
 		"\nIMPORTANT: ALWAYS adhere to this exact format for tool use:\n" +
 		"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>tool_call_name<｜tool▁sep｜>tool_call_arguments<｜tool▁call▁end｜>{{additional_tool_calls}}<｜tool▁calls▁end｜>\n\n" +
 		"Where:\n\n" +
 		"- `tool_call_name` must be an exact match to one of the available tools\n" +
 		"- `tool_call_arguments` must be valid JSON that strictly follows the tool's Parameters Schema\n" +
 		"- For multiple tool calls, chain them directly without separators or spaces\n"
-	got := deepseekTools.ToolsPrompt(tools)
+	got := deepseekV31Tools.ToolsPrompt(tools)
 	if got != want {
 		t.Errorf("prompt\n%s\nwant\n%s", got, want)
 	}
@@ -35,17 +37,19 @@ func TestToolsPromptDeepSeek(t *testing.T) {
 	line := got[strings.Index(got, "<｜tool▁calls▁begin｜>"):]
 	line = line[:strings.Index(line, "\n")]
 	call := strings.NewReplacer("tool_call_name", "get_weather", "tool_call_arguments", `{"city":"Paris"}`, "{{additional_tool_calls}}", "").Replace(line)
-	calls, content, ok := deepseekTools.ParseToolCalls(call, tools)
+	calls, content, ok := deepseekV31Tools.ParseToolCalls(call, tools)
 	if !ok || len(calls) != 1 || calls[0].Function.Name != "get_weather" || string(calls[0].Function.Arguments) != `{"city":"Paris"}` || content != "" {
 		t.Errorf("the prompt's format %q read as %+v, %q, %v", call, calls, content, ok)
 	}
 
-	for _, syn := range []*ToolSyntax{glmTools, hermesTools} {
+	// GLM's and Hermes' templates show the tools; V3's and R1's models were taught another form; nil: no
+	// syntax at all.
+	for _, syn := range []*ToolSyntax{glmTools, hermesTools, deepseekTools, nil} {
 		if p := syn.ToolsPrompt(tools); p != "" {
-			t.Errorf("%s templates show their tools, but ToolsPrompt gave %q", syn.Name, p)
+			t.Errorf("%v: ToolsPrompt gave %q", syn, p)
 		}
 	}
-	if p := deepseekTools.ToolsPrompt(nil); p != "" {
+	if p := deepseekV31Tools.ToolsPrompt(nil); p != "" {
 		t.Errorf("no tools, prompt %q", p)
 	}
 }
@@ -57,10 +61,10 @@ func TestWithSystem(t *testing.T) {
 		in   []Message
 		want []Message
 	}{
-		{"a system message", []Message{{Role: "system", Content: "Be brief."}, user}, []Message{{Role: "system", Content: "Be brief.\n\nT"}, user}},
+		{"a system message", []Message{{Role: "system", Content: "Be brief."}, user}, []Message{{Role: "system", Content: "Be brief.T"}, user}},
 		{"an empty one", []Message{{Role: "system"}, user}, []Message{{Role: "system", Content: "T"}, user}},
 		{"none", []Message{user}, []Message{{Role: "system", Content: "T"}, user}},
-		{"none, a system message later", []Message{user, {Role: "system", Content: "x"}}, []Message{{Role: "system", Content: "T"}, user, {Role: "system", Content: "x"}}},
+		{"two: the last", []Message{{Role: "system", Content: "a"}, user, {Role: "system", Content: "b"}}, []Message{{Role: "system", Content: "a"}, user, {Role: "system", Content: "bT"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := slices.Clone(tc.in)
@@ -72,5 +76,15 @@ func TestWithSystem(t *testing.T) {
 				t.Errorf("the input changed: %+v", tc.in)
 			}
 		})
+	}
+}
+
+// DeepSeek-V3's and R1's templates write a call's arguments in a ```json block: their models learned that
+// form, so they read calls in it and get no ToolsPrompt (V3.1's form).
+func TestDeepSeekV3TemplatesGetNoToolsPrompt(t *testing.T) {
+	v3 := "{%- for tool in message['tool_calls'] %}{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + " +
+		"tool['function']['name'] + '\\n' + '```json' + '\\n' + tool['function']['arguments'] + '\\n' + '```' + '<｜tool▁call▁end｜>'}}{%- endfor %}"
+	if syn := DetectToolSyntax(v3); syn != deepseekTools || syn.ToolsPrompt(weatherTools) != "" {
+		t.Errorf("a V3 template: syntax %v", syn)
 	}
 }

@@ -181,7 +181,6 @@ func checkRole(i int, role string) (string, error) {
 	return r, nil
 }
 
-// render applies the model's chat template.
 // noThinking turns a thinking template's reasoning off for an answer that
 // must be JSON from its first token, refusing a request that asked for it
 // (param names where).
@@ -223,6 +222,9 @@ func (s *Server) readAnswer(gen *genRequest, tools []json.RawMessage, j *jsonAns
 	return nil
 }
 
+// render applies the model's chat template to a chat and the tools it
+// offers (checked first), which a template that leaves them to the system
+// prompt gets there, and one that cannot show them refuses.
 func (s *Server) render(msgs []chat.Message, tools []json.RawMessage, extra map[string]any) (string, error) {
 	if len(msgs) == 0 {
 		return "", badRequest("messages", "messages is empty: send at least one message")
@@ -235,11 +237,11 @@ func (s *Server) render(msgs []chat.Message, tools []json.RawMessage, extra map[
 	if len(tools) > 0 && !s.showsTools {
 		// A template that writes calls but not the tools (DeepSeek-V3.1's)
 		// has them described in the system prompt, as its model card says
-		// and ollama does; one that does neither cannot use them, and is
-		// refused as ollama refuses it.
+		// and ollama does; one that cannot show them is refused, in
+		// ollama's words.
 		p := s.toolSyntax.ToolsPrompt(tools)
 		if p == "" {
-			return "", badRequest("tools", "tools: this model's chat template does not show tools to the model, so it cannot call them; send the request without tools (or with tool_choice \"none\")")
+			return "", badRequest("tools", fmt.Sprintf("%q does not support tools: its chat template does not show them to the model", s.model.Name))
 		}
 		msgs = chat.WithSystem(msgs, p)
 	}

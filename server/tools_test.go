@@ -188,11 +188,11 @@ func TestDeepSeekToolsInSystemPrompt(t *testing.T) {
 	if err := json.Unmarshal([]byte(toolsRequest), &req); err != nil {
 		t.Fatal(err)
 	}
-	prompt, err := ts.render([]chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Weather in Paris?"}}, req.Tools, nil)
+	prompt, err := ts.render([]chat.Message{{Role: "system", Content: "Be"}, {Role: "system", Content: "brief."}, {Role: "user", Content: "Weather in Paris?"}}, req.Tools, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	head := "Be brief.\n\n## Tools\nYou have access to the following tools:\n\n### get_weather\nDescription: Today's weather\n\nParameters: {\"type\":\"object\""
+	head := "Be\n\nbrief.\n\n## Tools\nYou have access to the following tools:\n\n### get_weather\nDescription: Today's weather\n\nParameters: {\"type\":\"object\""
 	if i, j := strings.Index(prompt, head), strings.Index(prompt, "<｜User｜>Weather in Paris?"); i < 0 || j < i ||
 		!strings.Contains(prompt[i:j], "IMPORTANT: ALWAYS adhere to this exact format for tool use:") {
 		t.Errorf("the tools are not described in the system prompt, before the user's turn:\n%s", prompt)
@@ -227,15 +227,20 @@ func TestDeepSeekToolsInSystemPrompt(t *testing.T) {
 // request offering some is refused, as ollama refuses it, unless OpenAI's
 // tool_choice is "none".
 func TestToolsRefusedWithoutTemplateSupport(t *testing.T) {
-	m := goldenModel(t, "tiny-glm-f32.gguf", 1024)
-	m = withTemplate(t, newScriptedNet(m, "Sunny.", 1024).on(m), "{% for m in messages %}{{ m.content }}{% endfor %}")
+	base := goldenModel(t, "tiny-glm-f32.gguf", 1024)
+	// DeepSeek-V3's form (a ```json block): calls are read, but its model was not taught ToolsPrompt's text
+	v3 := withTemplate(t, base, "{% for m in messages %}{{ m.content }}{% endfor %}{{'<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json'}}")
+	ts3 := startServer(t, Config{Model: v3})
+	postJSON(t, ts3.url+"/v1/chat/completions", toolsRequest, 400, nil)
+
+	m := withTemplate(t, newScriptedNet(base, "Sunny.", 1024).on(base), "{% for m in messages %}{{ m.content }}{% endfor %}")
 	ts := startServer(t, Config{Model: m})
 	for _, path := range []string{"/v1/chat/completions", "/api/chat"} {
 		var e struct {
 			Error json.RawMessage `json:"error"`
 		}
 		postJSON(t, ts.url+path, toolsRequest, 400, &e)
-		if !strings.Contains(string(e.Error), "does not show tools to the model") {
+		if !strings.Contains(string(e.Error), "does not support tools: its chat template does not show them to the model") {
 			t.Errorf("%s: error %s", path, e.Error)
 		}
 	}
