@@ -244,6 +244,13 @@ func (s *Server) render(msgs []chat.Message, tools []json.RawMessage, extra map[
 			return "", badRequest("tools", fmt.Sprintf("%q does not support tools: its chat template does not show them to the model", s.model.Name))
 		}
 		msgs = chat.WithSystem(msgs, p)
+		// Its model card has calls only without thinking (ollama's template
+		// drops the reasoning when tools are offered too).
+		extra = maps.Clone(extra)
+		if extra == nil {
+			extra = map[string]any{}
+		}
+		extra["thinking"] = false
 	}
 	text, err := s.model.Template.Render(chat.Input{Messages: msgs, Tools: tools, AddGenerationPrompt: true, Extra: extra})
 	if err != nil {

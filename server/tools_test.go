@@ -200,6 +200,16 @@ func TestDeepSeekToolsInSystemPrompt(t *testing.T) {
 	if plain, err := ts.render([]chat.Message{{Role: "user", Content: "hi"}}, nil, nil); err != nil || strings.Contains(plain, "## Tools") {
 		t.Errorf("without tools: %q, %v", plain, err)
 	}
+	// calls come only without thinking (the model card): asked to think,
+	// the prompt still closes the reasoning block when tools are offered
+	think := map[string]any{"thinking": true}
+	user := []chat.Message{{Role: "user", Content: "hi"}}
+	if p, err := ts.render(user, nil, think); err != nil || !strings.HasSuffix(p, "<｜Assistant｜><think>") {
+		t.Errorf("thinking without tools: %q, %v", p, err)
+	}
+	if p, err := ts.render(user, req.Tools, think); err != nil || !strings.HasSuffix(p, "<｜Assistant｜><think></think>") || think["thinking"] != true {
+		t.Errorf("thinking with tools: %q, %v (the request's options %v)", p, err, think)
+	}
 
 	var params openai.ChatCompletionNewParams
 	if err := json.Unmarshal([]byte(toolsRequest), &params); err != nil {
