@@ -141,6 +141,13 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 	if req.toolSyntax != nil {
 		calls = chat.NewToolCallSplitter(req.toolSyntax, req.tools)
 	}
+	// answered marks the answer's first text or calls: the time to first token
+	answered := func() {
+		if first {
+			first = false
+			s.metrics.ttft.Observe(time.Since(req.arrived).Seconds())
+		}
+	}
 	send := func(text string) {
 		if text == "" || writeErr != nil {
 			return
@@ -152,10 +159,7 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 		if r == "" && c == "" {
 			return
 		}
-		if first {
-			first = false
-			s.metrics.ttft.Observe(time.Since(req.arrived).Seconds())
-		}
+		answered()
 		if err := emit(piece{reasoning: r, content: c}); err != nil {
 			writeErr = err
 			stopGen()
@@ -212,8 +216,8 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 		rest, found := calls.Flush()
 		c, res.toolCalls = c+rest, found
 	}
-	if first && (r != "" || c != "" || len(res.toolCalls) > 0) { // the first of the answer: text or calls
-		s.metrics.ttft.Observe(time.Since(req.arrived).Seconds())
+	if r != "" || c != "" || len(res.toolCalls) > 0 {
+		answered()
 	}
 	if r != "" || c != "" {
 		if err := emit(piece{reasoning: r, content: c}); err != nil {
