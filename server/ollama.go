@@ -342,21 +342,33 @@ func (s *Server) fitChat(msgs []chat.Message, tools []json.RawMessage, extra map
 			system, at = append(system, msg), append(at, i)
 		}
 	}
+	var starts []int // the user messages a kept part may start at (0 is the whole chat)
+	for i := 1; i < len(msgs); i++ {
+		if msgs[i].Role == "user" {
+			starts = append(starts, i)
+		}
+	}
+	// A later start keeps less, so whether it fits only grows along starts:
+	// a binary search finds the earliest that fits in a few renderings
+	// rather than one per user turn.
 	best, bestIDs := whole, wholeIDs
-	for start := len(msgs) - 1; start > 0; start-- { // 0 is the whole chat
-		if msgs[start].Role != "user" {
-			continue
-		}
-		kept := append(slices.Clone(system[:sort.SearchInts(at, start)]), msgs[start:]...)
-		prompt, err := s.render(kept, tools, extra)
-		if err != nil {
-			return "", nil, err
-		}
-		ids, ok := fit(prompt)
-		if !ok {
+	var err error
+	lo, hi := 0, len(starts) // the earliest that fits is in [lo, hi]; hi: none does
+	for lo < hi && err == nil {
+		mid := (lo + hi) / 2
+		kept := append(slices.Clone(system[:sort.SearchInts(at, starts[mid])]), msgs[starts[mid]:]...)
+		var prompt string
+		if prompt, err = s.render(kept, tools, extra); err != nil {
 			break
 		}
-		best, bestIDs = prompt, ids
+		if ids, ok := fit(prompt); ok {
+			best, bestIDs, hi = prompt, ids, mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if err != nil {
+		return "", nil, err
 	}
 	return best, bestIDs, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +192,60 @@ func TestOllamaChatDropsOldMessages(t *testing.T) {
 	postJSON(t, ts.url+"/api/chat", `{"stream":false,"messages":[{"role":"user","content":"`+long+long+`"}]}`, 400, &e)
 	if msg, _ := e["error"].(string); !strings.Contains(msg, "more than fit in the context of 64") {
 		t.Errorf("a last message too long alone: %v", e)
+	}
+}
+
+// fitChat's binary search keeps what keeping the most recent user turns
+// that fit, tried one after another, keeps: for chats of turns of many
+// lengths, the same prompt.
+func TestFitChatKeepsTheLongestPartThatFits(t *testing.T) {
+	ts := startServer(t, Config{Model: goldenModel(t, "tiny-glm-f32.gguf", 256)})
+	m := ts.model
+	trimmed, middle := 0, 0 // chats that lose turns; of those, ones that keep more than the last
+	for seed := range 20 {
+		msgs := []chat.Message{{Role: "system", Content: "Be brief."}}
+		for i := range 4 + seed%9 {
+			msgs = append(msgs, chat.Message{Role: "user", Content: strings.Repeat("w ", 1+(seed*7+i*3)%17)},
+				chat.Message{Role: "assistant", Content: strings.Repeat("a ", 1+(seed*5+i)%11)})
+		}
+		msgs = append(msgs, chat.Message{Role: "user", Content: "last"})
+		whole, err := ts.render(msgs, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ids, err := ts.fitChat(msgs, nil, nil, whole)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := whole // one after another from the oldest: the first part that fits
+		for start := 0; start < len(msgs); start++ {
+			if start > 0 && msgs[start].Role != "user" {
+				continue
+			}
+			kept := msgs[start:]
+			if start > 0 {
+				kept = append([]chat.Message{msgs[0]}, kept...)
+			}
+			p, err := ts.render(kept, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(chat.PromptTokens(m.Tokenizer, p))+answerRoom <= m.Net.Context() {
+				want = p
+				break
+			}
+		}
+		if got != want || !slices.Equal(ids, chat.PromptTokens(m.Tokenizer, got)) {
+			t.Errorf("seed %d (%d messages): kept\n%q\nwant\n%q", seed, len(msgs), got, want)
+		}
+		if want != whole {
+			trimmed++
+			if strings.Contains(want, "w ") { // a user turn before the last kept
+				middle++
+			}
+		}
+	}
+	if trimmed < 5 || middle < 3 {
+		t.Errorf("%d chats trimmed, %d of them to more than the last turn: the cases do not test the search", trimmed, middle)
 	}
 }
