@@ -92,6 +92,10 @@ func TestToolCallsRoundTrip(t *testing.T) {
 				t.Fatalf("no calls in the rendering:\n%s", out)
 			}
 			text := out[i : j+len(c.end)]
+			// A required call begins as the template writes one (CallPrefix), named or not.
+			if p, q := syn.CallPrefix(calls[0].Function.Name), syn.CallPrefix(""); !strings.HasPrefix(text, p) || !strings.HasPrefix(p, q) || q == "" {
+				t.Errorf("the template's call %q does not begin with CallPrefix %q (unnamed %q)", text, p, q)
+			}
 			got, content, ok := syn.ParseToolCalls(text, weatherTools)
 			if !ok || content != "" {
 				t.Fatalf("calls not read from %q (content %q)", text, content)

@@ -60,3 +60,24 @@ func WithSystem(msgs []Message, text string) []Message {
 	}
 	return append([]Message{{Role: "system", Content: text}}, msgs...)
 }
+
+// CallPrefix is how an answer in syn's syntax begins a call (of the function name, when not ""): the text a
+// request that requires a call makes the answer write first. The syntaxes whose markup puts the name later
+// (Hermes' JSON object) name it too, in the form their templates write.
+func (syn *ToolSyntax) CallPrefix(name string) string {
+	switch {
+	case syn == glmTools:
+		return "<tool_call>" + name
+	case syn == deepseekV31Tools && name != "":
+		return dsCallsBegin + dsCallBegin + name + dsSep
+	case syn == deepseekTools && name != "":
+		return dsCallsBegin + dsCallBegin + "function" + dsSep + name + "\n"
+	case syn == deepseekTools, syn == deepseekV31Tools:
+		return dsCallsBegin + dsCallBegin
+	case syn == hermesTools && name != "":
+		return "<tool_call>\n{\"name\": \"" + name + "\""
+	case syn == hermesTools:
+		return "<tool_call>"
+	}
+	return ""
+}

@@ -31,6 +31,10 @@ type genRequest struct {
 	toolSyntax *chat.ToolSyntax
 	// json asks for an answer that is one JSON object (constrain.JSON).
 	json *jsonAnswer
+	// callPrefix, when set, is what the answer must write first, after
+	// callAfter when that is set: a required call's opening markup
+	// (constrain.PrefixTokens).
+	callPrefix, callAfter string
 }
 
 // genResult is how a generation ended and what it cost: the engine's
@@ -170,6 +174,8 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 	if j := req.json; j != nil {
 		object = constrain.NewJSONTokens(s.vocab(), j.schema)
 		ereq.Constraint = object
+	} else if req.callPrefix != "" {
+		ereq.Constraint = constrain.NewPrefixTokens(s.vocab(), req.callAfter, req.callPrefix)
 	}
 	out, err := s.session.Generate(gctx, ereq, func(t engine.Token) error {
 		if stopped {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -356,9 +357,13 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 		}
 	}
 	// tool_choice "none": the model is not told of the tools, and its answer
-	// is text. "auto", "required" and a named function all offer the tools
-	// (nothing forces a call: there is no grammar to constrain the answer).
-	if string(bytes.TrimSpace(req.ToolChoice)) == `"none"` {
+	// is text; "required" or a named function: the answer begins with a
+	// call (of that function), after any reasoning.
+	choice, err := toolChoiceOf(req.ToolChoice, req.Tools)
+	if err != nil {
+		return nil, err
+	}
+	if choice.none {
 		req.Tools = nil
 	}
 	prompt, err := s.render(msgs, req.Tools, req.ChatTemplateKwargs)
@@ -385,7 +390,88 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 	if err := s.readAnswer(gen, req.Tools, asJSON, "response_format"); err != nil {
 		return nil, err
 	}
+	if choice.required {
+		if err := s.requireCall(gen, choice.name); err != nil {
+			return nil, err
+		}
+	}
 	return gen, nil
+}
+
+// toolChoice is what OpenAI's tool_choice asks: no tools, or a call (of
+// name, when set) required; neither is "auto".
+type toolChoice struct {
+	none, required bool
+	name           string
+}
+
+func toolChoiceOf(raw json.RawMessage, tools []json.RawMessage) (toolChoice, error) {
+	bad := func(msg string) (toolChoice, error) {
+		return toolChoice{}, badRequest("tool_choice", "tool_choice "+msg)
+	}
+	raw = bytes.TrimSpace(raw)
+	var c toolChoice
+	var word string
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return c, nil
+	case json.Unmarshal(raw, &word) == nil:
+		switch word {
+		case "none":
+			c.none = true
+		case "required":
+			c.required = true
+		case "auto":
+		default:
+			return bad(fmt.Sprintf("%q is not \"none\", \"auto\", \"required\" or a function", word))
+		}
+	default:
+		var f struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if json.Unmarshal(raw, &f) != nil || f.Type != "function" || f.Function.Name == "" {
+			return bad(`must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}`)
+		}
+		if !slices.ContainsFunc(tools, func(t json.RawMessage) bool { return toolName(t) == f.Function.Name }) {
+			return bad(fmt.Sprintf("names the function %q, which is not among the tools", f.Function.Name))
+		}
+		c.required, c.name = true, f.Function.Name
+	}
+	if c.required && len(tools) == 0 {
+		return bad("requires a call, but the request offers no tools")
+	}
+	return c, nil
+}
+
+// toolName is a tool definition's function name ("" when it has none).
+func toolName(raw json.RawMessage) string {
+	var t struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	json.Unmarshal(raw, &t)
+	return t.Function.Name
+}
+
+// requireCall makes gen's answer begin with a call (of name, when set),
+// after the reasoning block its prompt opens, if any: it must then write the
+// call's opening markup, as its template writes it (constrain.PrefixTokens).
+func (s *Server) requireCall(gen *genRequest, name string) error {
+	switch {
+	case gen.json != nil:
+		return badRequest("tool_choice", "tool_choice requires a call, which a JSON response_format excludes")
+	case gen.toolSyntax == nil || gen.toolSyntax.CallPrefix(name) == "":
+		return badRequest("tool_choice", fmt.Sprintf("tool_choice requires a call, but %q writes calls in no syntax latent reads", s.model.Name))
+	}
+	gen.callPrefix = gen.toolSyntax.CallPrefix(name)
+	if !gen.rawReasoning && chat.NewReasoningSplitter(gen.prompt).Thinking() {
+		gen.callAfter = chat.ThinkClose
+	}
+	return nil
 }
 
 func checkN(n *int) error {

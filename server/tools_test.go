@@ -261,3 +261,66 @@ func TestToolsRefusedWithoutTemplateSupport(t *testing.T) {
 	}
 	postJSON(t, ts.url+"/api/chat", `{"model":"m","stream":false,"messages":[{"role":"user","content":"hi"}]}`, 200, nil)
 }
+
+// tool_choice "required" or a named function makes the answer begin with a
+// call (after the reasoning the prompt opens): a model that would answer
+// with text writes the call's opening markup instead; one that calls is
+// left alone. Choices that cannot be met are refused.
+func TestRequiredToolCall(t *testing.T) {
+	withChoice := func(choice string) string {
+		return strings.Replace(toolsRequest, `"tools":`, `"max_tokens":60,"temperature":0,"tool_choice":`+choice+`,"tools":`, 1)
+	}
+	for _, c := range []struct{ name, choice, want string }{
+		{"required", `"required"`, "<tool_call>"},
+		{"named", `{"type":"function","function":{"name":"get_weather"}}`, "<tool_call>get_weather"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ts := startServer(t, Config{Model: toolModel(t, "I know.</think>Sunny.")})
+			var resp chatAnswer
+			postJSON(t, ts.url+"/v1/chat/completions", withChoice(c.choice), 200, &resp)
+			got := resp.Choices[0].Message
+			if got.ReasoningContent != "I know." || !strings.HasPrefix(strings.TrimSpace(got.Content), c.want) {
+				t.Errorf("reasoning %q, answer %q: want the answer to begin with %q", got.ReasoningContent, got.Content, c.want)
+			}
+		})
+	}
+	t.Run("a call anyway", func(t *testing.T) {
+		ts := startServer(t, Config{Model: toolModel(t, "</think>"+glmCall)})
+		var resp chatAnswer
+		postJSON(t, ts.url+"/v1/chat/completions", strings.Replace(withChoice(`"required"`), `"max_tokens":60`, `"max_tokens":200`, 1), 200, &resp)
+		if got := resp.Choices[0]; got.FinishReason != "tool_calls" || len(got.Message.ToolCalls) != 1 {
+			t.Errorf("finish %q, %d calls, content %q", got.FinishReason, len(got.Message.ToolCalls), got.Message.Content)
+		}
+	})
+
+	ts := startServer(t, Config{Model: toolModel(t, "</think>Sunny.")})
+	for _, c := range []struct{ name, body, want string }{
+		{"an unknown choice", withChoice(`"maybe"`), `tool_choice "maybe" is not`},
+		{"a function not offered", withChoice(`{"type":"function","function":{"name":"get_time"}}`), `names the function "get_time", which is not among the tools`},
+		{"a malformed function", withChoice(`{"type":"function"}`), `tool_choice must be`},
+		{"no tools", `{"messages":[{"role":"user","content":"hi"}],"tool_choice":"required"}`, "offers no tools"},
+		{"with a JSON answer", strings.Replace(withChoice(`"required"`), `"tools":`, `"response_format":{"type":"json_object"},"tools":`, 1), "JSON response_format excludes"},
+	} {
+		var e struct {
+			Error struct{ Message, Param string } `json:"error"`
+		}
+		postJSON(t, ts.url+"/v1/chat/completions", c.body, 400, &e)
+		if !strings.Contains(e.Error.Message, c.want) || e.Error.Param != "tool_choice" {
+			t.Errorf("%s: %+v, want %q", c.name, e.Error, c.want)
+		}
+	}
+	// Llama 3.1's template shows the tools, but its calls are in no syntax latent reads.
+	src, err := os.ReadFile(filepath.Join(goldenTemplates, "meta-llama-Llama-3.1-8B-Instruct.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := goldenModel(t, "tiny-glm-f32.gguf", 1024)
+	llama := startServer(t, Config{Model: withTemplate(t, base, string(src))})
+	var e struct {
+		Error struct{ Message string } `json:"error"`
+	}
+	postJSON(t, llama.url+"/v1/chat/completions", withChoice(`"required"`), 400, &e)
+	if !strings.Contains(e.Error.Message, "writes calls in no syntax latent reads") {
+		t.Errorf("Llama 3.1: %q", e.Error.Message)
+	}
+}
