@@ -62,22 +62,26 @@ func WithSystem(msgs []Message, text string) []Message {
 }
 
 // CallPrefix is how an answer in syn's syntax begins a call (of the function name, when not ""): the text a
-// request that requires a call makes the answer write first. The syntaxes whose markup puts the name later
-// (Hermes' JSON object) name it too, in the form their templates write.
-func (syn *ToolSyntax) CallPrefix(name string) string {
+// request that requires a call makes the answer write first, and the bytes one of which must follow it when
+// the name would otherwise be open to a longer one (GLM's markup goes on with "<" or a newline). The syntaxes
+// whose markup puts the name later (Hermes' JSON object) name it too, in the form their templates write.
+func (syn *ToolSyntax) CallPrefix(name string) (prefix, next string) {
 	switch {
+	case syn == glmTools && name != "":
+		return "<tool_call>" + name, "<\n"
 	case syn == glmTools:
-		return "<tool_call>" + name
+		return "<tool_call>", ""
 	case syn == deepseekV31Tools && name != "":
-		return dsCallsBegin + dsCallBegin + name + dsSep
+		return dsCallsBegin + dsCallBegin + name + dsSep, ""
 	case syn == deepseekTools && name != "":
-		return dsCallsBegin + dsCallBegin + "function" + dsSep + name + "\n"
+		return dsCallsBegin + dsCallBegin + "function" + dsSep + name + "\n", ""
 	case syn == deepseekTools, syn == deepseekV31Tools:
-		return dsCallsBegin + dsCallBegin
+		return dsCallsBegin + dsCallBegin, ""
 	case syn == hermesTools && name != "":
-		return "<tool_call>\n{\"name\": \"" + name + "\""
+		quoted, _ := json.Marshal(name)
+		return "<tool_call>\n{\"name\": " + string(quoted), ""
 	case syn == hermesTools:
-		return "<tool_call>"
+		return "<tool_call>", ""
 	}
-	return ""
+	return "", ""
 }

@@ -88,7 +88,7 @@ func TestDeepSeekV3TemplatesGetNoToolsPrompt(t *testing.T) {
 		t.Errorf("a V3 template: syntax %v", syn)
 	}
 	call := dsCallsBegin + dsCallBegin + "function" + dsSep + "get_weather\n```json\n{\"city\": \"Paris\"}\n```" + dsCallEnd + dsCallsEnd
-	if p := deepseekTools.CallPrefix("get_weather"); !strings.HasPrefix(call, p) {
+	if p, _ := deepseekTools.CallPrefix("get_weather"); !strings.HasPrefix(call, p) {
 		t.Errorf("a V3 call %q does not begin with CallPrefix %q", call, p)
 	}
 }

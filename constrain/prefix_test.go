@@ -7,10 +7,10 @@ import (
 )
 
 // feedPrefix writes text's tokens through c (the first token refused stops it) and reports how many were
-// allowed, of how many.
-func feedPrefix(t *testing.T, v *Vocab, c *PrefixTokens, text string) (allowed, total int) {
+// allowed, of how many; special: text's special tokens' texts are those tokens.
+func feedPrefix(t *testing.T, v *Vocab, c *PrefixTokens, text string, special bool) (allowed, total int) {
 	t.Helper()
-	ids := v.tok.Encode(text, false)
+	ids := v.tok.Encode(text, special)
 	for i, id := range ids {
 		if !c.Allow(id) {
 			return i, len(ids)
@@ -24,24 +24,35 @@ func TestPrefixTokens(t *testing.T) {
 	tok := goldenTokenizer(t, "tiny-glm-f32.gguf")
 	v := NewVocab(tok)
 	eos := tok.EOG()[0]
-	const call = "<tool_call>get_weather"
+	const call, name = "<tool_call>", "<tool_call>get_weather"
 	for _, tc := range []struct {
-		name, after, text string
-		whole             bool // every token allowed
-		written           bool
+		name               string
+		prefix, next, open string
+		inside, special    bool
+		text               string
+		whole, written     bool // every token allowed; the forced text (and its next byte) written
 	}{
-		{"the call", "", call + "\n<arg_key>city</arg_key>", true, true},
-		{"whitespace first", "", " \n " + call, true, true},
-		{"text instead", "", "Sunny.", false, false},
-		{"another function", "", "<tool_call>get_time", false, false},
-		{"too much whitespace first", "", strings.Repeat(" ", maxSpace+1) + call, false, false},
-		{"reasoning, then the call", "</think>", "Let me look.</think>" + call + " then anything", true, true},
-		{"reasoning, then text", "</think>", "Let me look.</think>Sunny.", false, false},
-		{"reasoning not yet ended", "</think>", "Let me look. <tool_call> is what I", true, false},
+		{"the call", call, "", "", false, false, call + "get_weather\n<arg_key>city</arg_key>", true, true},
+		{"whitespace first", call, "", "", false, false, " \n " + call, true, true},
+		{"text instead", call, "", "", false, false, "Sunny.", false, false},
+		{"another function", name, "<\n", "", false, false, "<tool_call>get_time", false, false},
+		{"a longer name", name, "<\n", "", false, false, name + "_v2<arg_key>", false, false},
+		{"the name, then its markup", name, "<\n", "", false, false, name + "<arg_key>city", true, true},
+		{"the name, then a newline", name, "<\n", "", false, false, name + "\n<arg_key>city", true, true},
+		{"the name, not yet its markup", name, "<\n", "", false, false, name, true, false},
+		{"too much whitespace first", call, "", "", false, false, strings.Repeat(" ", maxSpace+1) + call, false, false},
+		{"in the prompt's block, then the call", call, "", "", true, false, "Let me look.</think>" + call + " then anything", true, true},
+		{"in the prompt's block, then text", call, "", "", true, false, "Let me look.</think>Sunny.", false, false},
+		{"the block not yet closed", call, "", "", true, false, "Let me look. <tool_call> is what I", true, false},
+		{"the block's close a special token", call, "", "", true, true, "Let me look.</think>" + call, true, true},
+		{"a block the answer opens, then the call", call, "", "<think>", false, false, "<think>Let me look.</think>\n" + call + "x", true, true},
+		{"a block the answer opens, then text", call, "", "<think>", false, false, "<think>Let me look.</think>Sunny", false, false},
+		{"no block to open", call, "", "", false, false, "<think>Let me look.</think>" + call, false, false},
+		{"only one block", call, "", "<think>", false, false, "<think>a</think><think>b</think>" + call, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := NewPrefixTokens(v, tc.after, call)
-			n, total := feedPrefix(t, v, c, tc.text)
+			c := NewPrefixTokens(v, tc.prefix, tc.next, tc.open, "</think>", tc.inside)
+			n, total := feedPrefix(t, v, c, tc.text, tc.special)
 			if (n == total) != tc.whole || c.Written() != tc.written {
 				t.Errorf("%d of %d tokens allowed, written %v; want all %v, written %v", n, total, c.Written(), tc.whole, tc.written)
 			}
@@ -55,14 +66,19 @@ func TestPrefixTokens(t *testing.T) {
 			logits := make([]float32, tok.Vocab()+3)
 			c.Mask(logits)
 			for id := range logits {
-				refused := math.IsInf(float64(logits[id]), -1)
-				if allowed := id < tok.Vocab() && c.Allow(int32(id)); refused == allowed {
+				if refused, allowed := math.IsInf(float64(logits[id]), -1), c.Allow(int32(id)); refused == allowed || id >= tok.Vocab() && allowed {
 					t.Fatalf("id %d: masked %v, Allow %v", id, refused, allowed)
 				}
 			}
 		})
 	}
-	if c := NewPrefixTokens(v, "", ""); !c.Written() || !c.Allow(eos) {
+	if c := NewPrefixTokens(v, "", "", "", "</think>", false); !c.Written() || !c.Allow(eos) {
 		t.Error("nothing to write: the answer is free from the start")
+	}
+	// What a token writes after the block's close is checked as the start of the text: "S" then "un"
+	// closes a block ending "Su" and writes "n", not the text's "x".
+	c := NewPrefixTokens(v, "x", "", "", "Su", true)
+	if n, total := feedPrefix(t, v, c, "Sunny", false); n == total || c.Written() {
+		t.Errorf("%d of %d tokens of %q allowed", n, total, tok.Encode("Sunny", false))
 	}
 }

@@ -31,10 +31,17 @@ type genRequest struct {
 	toolSyntax *chat.ToolSyntax
 	// json asks for an answer that is one JSON object (constrain.JSON).
 	json *jsonAnswer
-	// callPrefix, when set, is what the answer must write first, after
-	// callAfter when that is set: a required call's opening markup
-	// (constrain.PrefixTokens).
-	callPrefix, callAfter string
+	// call, when set, is the call the answer must begin with.
+	call *requiredCall
+}
+
+// requiredCall is what the answer must write first, a required call's
+// opening markup, and the reasoning block it may write before it (see
+// constrain.PrefixTokens).
+type requiredCall struct {
+	prefix, next string
+	open         string // the tag that opens a block at the output's start, when the model may think
+	inside       bool   // the prompt opened the block
 }
 
 // genResult is how a generation ended and what it cost: the engine's
@@ -174,8 +181,8 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 	if j := req.json; j != nil {
 		object = constrain.NewJSONTokens(s.vocab(), j.schema)
 		ereq.Constraint = object
-	} else if req.callPrefix != "" {
-		ereq.Constraint = constrain.NewPrefixTokens(s.vocab(), req.callAfter, req.callPrefix)
+	} else if c := req.call; c != nil {
+		ereq.Constraint = constrain.NewPrefixTokens(s.vocab(), c.prefix, c.next, c.open, chat.ThinkClose, c.inside)
 	}
 	out, err := s.session.Generate(gctx, ereq, func(t engine.Token) error {
 		if stopped {
@@ -205,7 +212,7 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 	case writeErr != nil:
 		return nil, writeErr
 	case out.StopReason == engine.StopEOS || out.StopReason == engine.StopSequence,
-		out.StopReason == engine.StopConstraint && object.Done(): // the JSON object is whole
+		out.StopReason == engine.StopConstraint && object != nil && object.Done(): // the JSON object is whole
 		res.reason = "stop"
 	default:
 		res.reason = "length"

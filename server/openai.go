@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/latent-ai/latent/chat"
 	"github.com/latent-ai/latent/constrain"
@@ -359,7 +360,7 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 	// tool_choice "none": the model is not told of the tools, and its answer
 	// is text; "required" or a named function: the answer begins with a
 	// call (of that function), after any reasoning.
-	choice, err := toolChoiceOf(req.ToolChoice, req.Tools)
+	choice, err := toolChoiceOf(req.ToolChoice)
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +392,7 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 		return nil, err
 	}
 	if choice.required {
-		if err := s.requireCall(gen, choice.name); err != nil {
+		if err := s.requireCall(gen, req.Tools, choice.name); err != nil {
 			return nil, err
 		}
 	}
@@ -405,7 +406,7 @@ type toolChoice struct {
 	name           string
 }
 
-func toolChoiceOf(raw json.RawMessage, tools []json.RawMessage) (toolChoice, error) {
+func toolChoiceOf(raw json.RawMessage) (toolChoice, error) {
 	bad := func(msg string) (toolChoice, error) {
 		return toolChoice{}, badRequest("tool_choice", "tool_choice "+msg)
 	}
@@ -414,7 +415,6 @@ func toolChoiceOf(raw json.RawMessage, tools []json.RawMessage) (toolChoice, err
 	var word string
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
-		return c, nil
 	case json.Unmarshal(raw, &word) == nil:
 		switch word {
 		case "none":
@@ -435,13 +435,7 @@ func toolChoiceOf(raw json.RawMessage, tools []json.RawMessage) (toolChoice, err
 		if json.Unmarshal(raw, &f) != nil || f.Type != "function" || f.Function.Name == "" {
 			return bad(`must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}`)
 		}
-		if !slices.ContainsFunc(tools, func(t json.RawMessage) bool { return toolName(t) == f.Function.Name }) {
-			return bad(fmt.Sprintf("names the function %q, which is not among the tools", f.Function.Name))
-		}
 		c.required, c.name = true, f.Function.Name
-	}
-	if c.required && len(tools) == 0 {
-		return bad("requires a call, but the request offers no tools")
 	}
 	return c, nil
 }
@@ -457,20 +451,31 @@ func toolName(raw json.RawMessage) string {
 	return t.Function.Name
 }
 
-// requireCall makes gen's answer begin with a call (of name, when set),
-// after the reasoning block its prompt opens, if any: it must then write the
-// call's opening markup, as its template writes it (constrain.PrefixTokens).
-func (s *Server) requireCall(gen *genRequest, name string) error {
+// requireCall makes gen's answer begin with a call (of name, when set) to
+// one of tools (already checked): it must write the call's opening markup as
+// its template writes it first, after a reasoning block its prompt opens or,
+// when the model may think, the answer itself opens (constrain.PrefixTokens).
+func (s *Server) requireCall(gen *genRequest, tools []json.RawMessage, name string) error {
+	bad := func(msg string) error { return badRequest("tool_choice", "tool_choice "+msg) }
+	var prefix, next string
+	if gen.toolSyntax != nil {
+		prefix, next = gen.toolSyntax.CallPrefix(name)
+	}
 	switch {
+	case len(tools) == 0:
+		return bad("requires a call, but the request offers no tools")
+	case name != "" && !slices.ContainsFunc(tools, func(t json.RawMessage) bool { return toolName(t) == name }):
+		return bad(fmt.Sprintf("names the function %q, which is not among the tools", name))
 	case gen.json != nil:
-		return badRequest("tool_choice", "tool_choice requires a call, which a JSON response_format excludes")
-	case gen.toolSyntax == nil || gen.toolSyntax.CallPrefix(name) == "":
-		return badRequest("tool_choice", fmt.Sprintf("tool_choice requires a call, but %q writes calls in no syntax latent reads", s.model.Name))
+		return bad("requires a call, which a JSON response_format excludes")
+	case prefix == "":
+		return bad(fmt.Sprintf("requires a call, but %q writes calls in no syntax latent reads", s.model.Name))
 	}
-	gen.callPrefix = gen.toolSyntax.CallPrefix(name)
-	if !gen.rawReasoning && chat.NewReasoningSplitter(gen.prompt).Thinking() {
-		gen.callAfter = chat.ThinkClose
+	c := &requiredCall{prefix: prefix, next: next, inside: !gen.rawReasoning && chat.NewReasoningSplitter(gen.prompt).Thinking()}
+	if !c.inside && s.thinks && !strings.HasSuffix(strings.TrimRightFunc(gen.prompt, unicode.IsSpace), chat.ThinkClose) {
+		c.open = chat.ThinkOpen // the model may open its reasoning itself (Qwen3, R1); a prompt that closed it turned it off
 	}
+	gen.call = c
 	return nil
 }
 

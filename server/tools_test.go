@@ -284,6 +284,33 @@ func TestRequiredToolCall(t *testing.T) {
 			}
 		})
 	}
+	// Qwen3's model opens its reasoning itself: a required call comes after it.
+	t.Run("reasoning the model opens", func(t *testing.T) {
+		src, err := os.ReadFile(filepath.Join(goldenTemplates, "Qwen-Qwen3-0.6B.jinja"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := goldenModel(t, "tiny-glm-f32.gguf", 1024)
+		ts := startServer(t, Config{Model: withTemplate(t, newScriptedNet(m, "<think>\nI know.\n</think>\n\nSunny.", 1024).on(m), string(src))})
+		var resp chatAnswer
+		postJSON(t, ts.url+"/v1/chat/completions", withChoice(`"required"`), 200, &resp)
+		got := resp.Choices[0].Message
+		if got.ReasoningContent != "I know." || !strings.HasPrefix(strings.TrimSpace(got.Content), "<tool_call>") {
+			t.Errorf("reasoning %q, answer %q: want the reasoning, then a call", got.ReasoningContent, got.Content)
+		}
+	})
+	// GLM's markup has no end to the name: a longer one is not the one named.
+	t.Run("a longer name", func(t *testing.T) {
+		body := strings.Replace(withChoice(`{"type":"function","function":{"name":"get_weather"}}`), `"tools":[`,
+			`"tools":[{"type":"function","function":{"name":"get_weather_v2"}},`, 1)
+		ts := startServer(t, Config{Model: toolModel(t, "</think><tool_call>get_weather_v2</tool_call>")})
+		var resp chatAnswer
+		postJSON(t, ts.url+"/v1/chat/completions", body, 200, &resp)
+		got := resp.Choices[0].Message
+		if calls, _ := json.Marshal(got.ToolCalls); strings.Contains(got.Content+string(calls), "get_weather_v2") {
+			t.Errorf("answer %q, calls %s: another function", got.Content, calls)
+		}
+	})
 	t.Run("a call anyway", func(t *testing.T) {
 		ts := startServer(t, Config{Model: toolModel(t, "</think>"+glmCall)})
 		var resp chatAnswer
