@@ -82,3 +82,39 @@ func TestPrefixTokens(t *testing.T) {
 		t.Errorf("%d of %d tokens of %q allowed", n, total, tok.Encode("Sunny", false))
 	}
 }
+
+// Whatever the tokens, PrefixTokens does not panic, an output it allowed whole that it counts as written
+// holds the text (after whitespace or a reasoning block), and Mask removes what Allow refuses.
+func FuzzPrefixTokens(f *testing.F) {
+	tok := goldenTokenizer(f, "tiny-glm-f32.gguf")
+	v := NewVocab(tok)
+	for _, s := range []string{"<tool_call>get", " <think>a</think>\n<tool_call>f<", "Sunny", "</think><tool_call>x", ""} {
+		f.Add(s, true, false)
+		f.Add(s, false, true)
+	}
+	f.Fuzz(func(t *testing.T, text string, inside, mayOpen bool) {
+		open := ""
+		if mayOpen {
+			open = "<think>"
+		}
+		c := NewPrefixTokens(v, "<tool_call>get", "<\n", open, "</think>", inside)
+		var out strings.Builder
+		for _, id := range tok.Encode(text, true) {
+			if !c.Allow(id) {
+				break
+			}
+			c.Accept(id)
+			out.WriteString(tok.Piece(id))
+		}
+		if c.Written() && !strings.Contains(out.String(), "<tool_call>get") {
+			t.Fatalf("written, but the output %q lacks the text", out.String())
+		}
+		logits := make([]float32, tok.Vocab()+1)
+		c.Mask(logits)
+		for id := range logits {
+			if refused := math.IsInf(float64(logits[id]), -1); refused == c.Allow(int32(id)) {
+				t.Fatalf("id %d: masked %v, Allow %v", id, refused, !refused)
+			}
+		}
+	})
+}
