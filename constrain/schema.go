@@ -113,7 +113,68 @@ func ParseSchema(raw json.RawMessage) (*Schema, error) {
 	if s = s.target(); s == nil || s.types != tObject {
 		return nil, fmt.Errorf("the schema must describe an object (type \"object\")")
 	}
+	if !hasFiniteValue(s) {
+		return nil, fmt.Errorf("no finite JSON value meets the schema: a required property or an array's required items lead back to the schema they are in, without end")
+	}
 	return s, nil
+}
+
+// hasFiniteValue reports whether some JSON value meets s, found as a least
+// fixed point over the schema's graph (recursion through $ref makes it one):
+// a schema has a value when it allows a scalar or null, an object whose
+// required properties have values, or an array of its minItems items that
+// have one. Without this an answer to such a schema would nest until the
+// walk's depth limit cut it off.
+func hasFiniteValue(root *Schema) bool {
+	var nodes []*Schema
+	seen := map[*Schema]bool{}
+	var visit func(s *Schema)
+	visit = func(s *Schema) {
+		if s == nil || seen[s] {
+			return
+		}
+		seen[s] = true
+		nodes = append(nodes, s)
+		visit(s.alias)
+		visit(s.items)
+		for _, p := range s.props {
+			visit(p.s)
+		}
+	}
+	visit(root)
+	has := map[*Schema]bool{}
+	value := func(s *Schema) bool { return s == nil || has[s] }
+	for changed := true; changed; {
+		changed = false
+		for _, s := range nodes {
+			if has[s] {
+				continue
+			}
+			ok := false
+			switch {
+			case s.alias != nil:
+				ok = s.nullable || value(s.alias)
+			case s.types == tAny, s.types&(tString|tNumber|tInteger|tBool|tNull) != 0:
+				ok = true // ParseSchema refuses an enum none of whose values fits
+			default:
+				if s.types&tObject != 0 {
+					ok = true
+					for i, p := range s.props {
+						if s.required&(1<<i) != 0 && !value(p.s) {
+							ok = false
+						}
+					}
+				}
+				if s.types&tArray != 0 && (s.minItems == 0 || value(s.items)) {
+					ok = true
+				}
+			}
+			if ok {
+				has[s], changed = true, true
+			}
+		}
+	}
+	return has[root]
 }
 
 type schemaParser struct {

@@ -112,6 +112,9 @@ func TestSchemaCases(t *testing.T) {
 		{`{"type": "object", "additionalProperties": false}`, `{}`, -1, true},
 		{`{"type": "object", "additionalProperties": false}`, `{"zz": 1}`, 1, false},
 		{`{"type": "object"}`, `{"zz": [1, {"a": null}]}`, -1, true},
+		// recursion with a way out: an optional property, an array that may be empty
+		{`{"type": "object", "properties": {"a": {"$ref": "#/$defs/O"}}, "$defs": {"O": {"type": "object", "properties": {"a": {"$ref": "#/$defs/O"}}}}}`, `{"a": {}}`, -1, true},
+		{`{"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/T"}}}, "required": ["kids"], "$defs": {"T": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/T"}}}, "required": ["kids"]}}}`, `{"kids": [{"kids": []}]}`, -1, true},
 	}
 	for _, c := range cases {
 		taken, done := walk(t, c.schema, c.text)
@@ -145,6 +148,9 @@ func TestParseSchemaRefuses(t *testing.T) {
 		{`{"type": "object", "properties": {"a\"b": {}}}`, "needs escapes"},
 		{`{"type": "object", "properties": {"a": {"type": "text"}}}`, `type "text" is not a JSON type`},
 		{`[1]`, "not a JSON object"},
+		// no finite value: what is required comes back to itself
+		{`{"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"], "$defs": {"A": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]}}}`, "no finite JSON value"},
+		{`{"type": "object", "properties": {"n": {"$ref": "#/$defs/N"}}, "required": ["n"], "$defs": {"N": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/N"}, "minItems": 1}}, "required": ["kids"]}}}`, "no finite JSON value"},
 	}
 	for _, c := range cases {
 		if _, err := ParseSchema(json.RawMessage(c.schema)); err == nil || !strings.Contains(err.Error(), c.says) {
