@@ -93,6 +93,9 @@ func TestToolCallsRoundTrip(t *testing.T) {
 			}
 			text := out[i : j+len(c.end)]
 			// A required call begins as the template writes one (CallPrefix), named or not.
+			if !strings.Contains(text[len(syn.Begin):], syn.CallEnd()) || syn.CallEnd() == "" {
+				t.Errorf("the template's call %q does not hold CallEnd %q", text, syn.CallEnd())
+			}
 			p, next := syn.CallPrefix(calls[0].Function.Name)
 			q, _ := syn.CallPrefix("")
 			if !strings.HasPrefix(text, p) || !strings.HasPrefix(p, q) || q == "" || next != "" && !strings.ContainsAny(text[len(p):len(p)+1], next) {

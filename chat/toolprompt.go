@@ -85,3 +85,7 @@ func (syn *ToolSyntax) CallPrefix(name string) (prefix, next string) {
 	}
 	return "", ""
 }
+
+// CallEnd is the markup that closes one call in syn's syntax: a required call's answer may end only after
+// it.
+func (syn *ToolSyntax) CallEnd() string { return syn.close }

@@ -6,26 +6,36 @@ import (
 )
 
 // PrefixTokens makes a generation write a given text first (engine.Constraint), as a required tool call
-// begins with the call's opening markup. Before the text the output may hold one reasoning block: already
-// open when the prompt opened it, or opened by the output itself, at its start, when the model may think;
-// the block's text is free. The text may follow at most maxSpace bytes of whitespace, and it must be
-// followed by one of the bytes in next when that is set (so that a forced name is not the start of a
-// longer one); what follows is free. Tokens count by the bytes they decode to, special ones included (a
-// call's markup often is one); a token that writes nothing is refused while the text is due, and the
-// generation may not end before the text is written.
+// begins with the call's opening markup; see Prefix for what may come around it. Tokens count by the bytes
+// they decode to, special ones included (a call's markup often is one); a token that writes nothing is
+// refused while the text is due.
 type PrefixTokens struct {
-	v                         *Vocab
-	prefix, next, open, close string
-	st, scratch               prefixState
+	v           *Vocab
+	p           Prefix
+	st, scratch prefixState
+}
+
+// Prefix is what PrefixTokens holds an output to.
+type Prefix struct {
+	Text string // written first, after at most maxSpace bytes of whitespace
+	// Next, when set, holds the bytes one of which must follow Text (so that a forced name is not the
+	// start of a longer one).
+	Next string
+	// End, when set, must be written after Text before the output may end (a call's closing markup).
+	End string
+	// Before Text the output may hold one reasoning block, from Open to Close, whose text is free: Inside,
+	// the prompt opened it; else the output may open it at its start when Open is set.
+	Open, Close string
+	Inside      bool
 }
 
 // prefixState is where an output is: in the reasoning block, writing the text (or the block's opening
-// tag), at the byte after the text, or free.
+// tag), at the byte after the text, before End, or free.
 type prefixState struct {
-	phase    int    // inBlock, writing, boundary or free
-	tail     string // inBlock: the block's last bytes, to find close in
-	written  int    // writing: the bytes of the text (and of open, while it may be that) written
-	mayOpen  bool   // writing: the bytes written may still be open's
+	phase    int    // inBlock, writing, boundary, ending or free
+	tail     string // inBlock, ending: the last bytes, to find Close or End in
+	written  int    // writing: the bytes of the text (and of Open, while it may be that) written
+	mayOpen  bool   // writing: the bytes written may still be Open's
 	mayText  bool   // writing: the bytes written may still be the text's
 	spaceLen int    // writing: whitespace written before them
 }
@@ -34,25 +44,50 @@ const (
 	inBlock = iota
 	writing
 	boundary
+	ending
 	free
 )
 
 // maxSpace bounds the whitespace a model may write before the forced text.
 const maxSpace = 16
 
-// NewPrefixTokens starts a generation that writes prefix first, then one byte of next (when not "").
-// inside: the prompt opened a reasoning block, closed by close; else a block may open with open at the
-// output's start when open is not "".
-func NewPrefixTokens(v *Vocab, prefix, next, open, close string, inside bool) *PrefixTokens {
-	c := &PrefixTokens{v: v, prefix: prefix, next: next, open: open, close: close}
-	c.st = prefixState{phase: writing, mayOpen: open != "" && !inside, mayText: true}
-	if inside {
+// NewPrefixTokens starts a generation held to p.
+func NewPrefixTokens(v *Vocab, p Prefix) *PrefixTokens {
+	c := &PrefixTokens{v: v, p: p}
+	c.st = prefixState{phase: writing, mayOpen: p.Open != "" && !p.Inside, mayText: true}
+	switch {
+	case p.Inside:
 		c.st.phase = inBlock
-	}
-	if prefix == "" && next == "" && !inside {
-		c.st.phase = free
+	case p.Text == "":
+		c.st.phase = c.afterText()
 	}
 	return c
+}
+
+// afterText is the phase that follows the text.
+func (c *PrefixTokens) afterText() int {
+	switch {
+	case c.p.Next != "":
+		return boundary
+	case c.p.End != "":
+		return ending
+	}
+	return free
+}
+
+// seek appends piece to st's tail and reports the bytes after the first tag in it, keeping only what
+// could be the start of a tag when there is none.
+func seek(st *prefixState, piece, tag string) (after string, found bool) {
+	st.tail += piece
+	if i := strings.Index(st.tail, tag); i >= 0 {
+		after = st.tail[i+len(tag):]
+		st.tail = ""
+		return after, true
+	}
+	if n := len(tag) - 1; len(st.tail) > n {
+		st.tail = st.tail[len(st.tail)-n:]
+	}
+	return "", false
 }
 
 // feed moves st past piece and reports whether piece may come there.
@@ -61,25 +96,30 @@ func (c *PrefixTokens) feed(st *prefixState, piece string) bool {
 		switch st.phase {
 		case free:
 			return true
+		case ending:
+			if _, found := seek(st, piece, c.p.End); found {
+				st.phase = free
+			}
+			return true
 		case boundary:
 			if piece == "" {
 				return false
 			}
+			if strings.IndexByte(c.p.Next, piece[0]) < 0 {
+				return false
+			}
 			st.phase = free
-			return strings.IndexByte(c.next, piece[0]) >= 0
+			if c.p.End != "" {
+				st.phase = ending
+			}
 		case inBlock:
-			st.tail += piece
-			i := strings.Index(st.tail, c.close)
-			if i < 0 {
-				if n := len(c.close) - 1; len(st.tail) > n {
-					st.tail = st.tail[len(st.tail)-n:]
-				}
+			rest, found := seek(st, piece, c.p.Close)
+			if !found {
 				return true
 			}
 			// closed: what the token writes after it is the start of what is due
-			piece = st.tail[i+len(c.close):]
 			*st = prefixState{phase: writing, mayText: true}
-			if piece == "" {
+			if piece = rest; piece == "" {
 				return true
 			}
 		case writing:
@@ -106,30 +146,24 @@ func (c *PrefixTokens) feed(st *prefixState, piece string) bool {
 				}
 				return false, 0
 			}
-			textOK, textN := fits(c.prefix)
-			openOK, openN := fits(c.open)
+			textOK, textN := fits(c.p.Text)
+			openOK, openN := fits(c.p.Open)
 			textOK, openOK = textOK && st.mayText, openOK && st.mayOpen
 			switch {
 			case !textOK && !openOK:
 				return false
-			case openOK && st.written+openN == len(c.open): // the block opens
+			case openOK && st.written+openN == len(c.p.Open): // the block opens
 				piece = piece[openN:]
 				*st = prefixState{phase: inBlock}
-				if piece == "" {
-					return true
-				}
-			case textOK && st.written+textN == len(c.prefix): // the text is written
+			case textOK && st.written+textN == len(c.p.Text): // the text is written
 				piece = piece[textN:]
-				st.phase = free
-				if c.next != "" {
-					st.phase = boundary
-				}
-				if piece == "" {
-					return true
-				}
+				*st = prefixState{phase: c.afterText()}
 			default:
 				st.written += len(piece)
 				st.mayText, st.mayOpen = textOK, openOK
+				return true
+			}
+			if piece == "" {
 				return true
 			}
 		}
@@ -160,7 +194,7 @@ func (c *PrefixTokens) Accept(id int32) {
 func (c *PrefixTokens) Done() bool { return false }
 
 // Written reports whether the forced text (and its next byte) has been written.
-func (c *PrefixTokens) Written() bool { return c.st.phase == free }
+func (c *PrefixTokens) Written() bool { return c.st.phase == ending || c.st.phase == free }
 
 // Mask sets the logit of every token Allow refuses to -Inf (engine.Masker).
 func (c *PrefixTokens) Mask(logits []float32) {

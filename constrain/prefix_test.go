@@ -51,7 +51,7 @@ func TestPrefixTokens(t *testing.T) {
 		{"only one block", call, "", "<think>", false, false, "<think>a</think><think>b</think>" + call, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := NewPrefixTokens(v, tc.prefix, tc.next, tc.open, "</think>", tc.inside)
+			c := NewPrefixTokens(v, Prefix{Text: tc.prefix, Next: tc.next, Open: tc.open, Close: "</think>", Inside: tc.inside})
 			n, total := feedPrefix(t, v, c, tc.text, tc.special)
 			if (n == total) != tc.whole || c.Written() != tc.written {
 				t.Errorf("%d of %d tokens allowed, written %v; want all %v, written %v", n, total, c.Written(), tc.whole, tc.written)
@@ -72,12 +72,22 @@ func TestPrefixTokens(t *testing.T) {
 			}
 		})
 	}
-	if c := NewPrefixTokens(v, "", "", "", "</think>", false); !c.Written() || !c.Allow(eos) {
+	if c := NewPrefixTokens(v, Prefix{Close: "</think>"}); !c.Written() || !c.Allow(eos) {
 		t.Error("nothing to write: the answer is free from the start")
+	}
+	// With End, the answer may end only once End follows the text.
+	c := NewPrefixTokens(v, Prefix{Text: call, End: "</tool_call>"})
+	for _, part := range []string{call + "get_weather<arg_key>a</arg_key><arg_value>1</arg_value></tool", "_call>"} {
+		if n, total := feedPrefix(t, v, c, part, false); n != total || !c.Written() {
+			t.Fatalf("%q: %d of %d tokens allowed", part, n, total)
+		}
+		if ended := strings.HasSuffix(part, "_call>"); c.Allow(eos) != ended {
+			t.Errorf("after %q the end allowed %v, want %v", part, c.Allow(eos), ended)
+		}
 	}
 	// What a token writes after the block's close is checked as the start of the text: "S" then "un"
 	// closes a block ending "Su" and writes "n", not the text's "x".
-	c := NewPrefixTokens(v, "x", "", "", "Su", true)
+	c = NewPrefixTokens(v, Prefix{Text: "x", Close: "Su", Inside: true})
 	if n, total := feedPrefix(t, v, c, "Sunny", false); n == total || c.Written() {
 		t.Errorf("%d of %d tokens of %q allowed", n, total, tok.Encode("Sunny", false))
 	}
@@ -97,7 +107,7 @@ func FuzzPrefixTokens(f *testing.F) {
 		if mayOpen {
 			open = "<think>"
 		}
-		c := NewPrefixTokens(v, "<tool_call>get", "<\n", open, "</think>", inside)
+		c := NewPrefixTokens(v, Prefix{Text: "<tool_call>get", Next: "<\n", End: "</tool_call>", Open: open, Close: "</think>", Inside: inside})
 		var out strings.Builder
 		for _, id := range tok.Encode(text, true) {
 			if !c.Allow(id) {

@@ -35,14 +35,10 @@ type genRequest struct {
 	call *requiredCall
 }
 
-// requiredCall is what the answer must write first, a required call's
-// opening markup, and the reasoning block it may write before it (see
-// constrain.PrefixTokens).
-type requiredCall struct {
-	prefix, next string
-	open         string // the tag that opens a block at the output's start, when the model may think
-	inside       bool   // the prompt opened the block
-}
+// requiredCall is what a required call holds the answer to: its opening
+// markup first, its closing markup before the end, and the reasoning block
+// it may write before them.
+type requiredCall = constrain.Prefix
 
 // genResult is how a generation ended and what it cost: the engine's
 // account, with the waits only the server sees.
@@ -182,7 +178,7 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 		object = constrain.NewJSONTokens(s.vocab(), j.schema)
 		ereq.Constraint = object
 	} else if c := req.call; c != nil {
-		ereq.Constraint = constrain.NewPrefixTokens(s.vocab(), c.prefix, c.next, c.open, chat.ThinkClose, c.inside)
+		ereq.Constraint = constrain.NewPrefixTokens(s.vocab(), *c)
 	}
 	out, err := s.session.Generate(gctx, ereq, func(t engine.Token) error {
 		if stopped {

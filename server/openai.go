@@ -471,9 +471,10 @@ func (s *Server) requireCall(gen *genRequest, tools []json.RawMessage, name stri
 	case prefix == "":
 		return bad(fmt.Sprintf("requires a call, but %q writes calls in no syntax latent reads", s.model.Name))
 	}
-	c := &requiredCall{prefix: prefix, next: next, inside: !gen.rawReasoning && chat.NewReasoningSplitter(gen.prompt).Thinking()}
-	if !c.inside && s.thinks && !strings.HasSuffix(strings.TrimRightFunc(gen.prompt, unicode.IsSpace), chat.ThinkClose) {
-		c.open = chat.ThinkOpen // the model may open its reasoning itself (Qwen3, R1); a prompt that closed it turned it off
+	c := &requiredCall{Text: prefix, Next: next, End: gen.toolSyntax.CallEnd(), Close: chat.ThinkClose,
+		Inside: !gen.rawReasoning && chat.NewReasoningSplitter(gen.prompt).Thinking()}
+	if !c.Inside && s.thinks && !strings.HasSuffix(strings.TrimRightFunc(gen.prompt, unicode.IsSpace), chat.ThinkClose) {
+		c.Open = chat.ThinkOpen // the model may open its reasoning itself (Qwen3, R1); a prompt that closed it turned it off
 	}
 	gen.call = c
 	return nil
