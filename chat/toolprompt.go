@@ -86,6 +86,12 @@ func (syn *ToolSyntax) CallPrefix(name string) (prefix, next string) {
 	return "", ""
 }
 
-// CallEnd is the markup that closes one call in syn's syntax: a required call's answer may end only after
-// it.
-func (syn *ToolSyntax) CallEnd() string { return syn.close }
+// CallEnd is the markup after which an answer's calls in syn's syntax read as calls: the calls' closing
+// bracket where the syntax has one (DeepSeek's: text after a call's own end reads only past it), else one
+// call's. A required call's answer may end only after it.
+func (syn *ToolSyntax) CallEnd() string {
+	if syn.end != "" {
+		return syn.end
+	}
+	return syn.close
+}

@@ -21,8 +21,9 @@ type Prefix struct {
 	// Next, when set, holds the bytes one of which must follow Text (so that a forced name is not the
 	// start of a longer one).
 	Next string
-	// End, when set, must be written after Text before the output may end (a call's closing markup).
-	End string
+	// End, when set, must be written after Text before the output may end (a call's closing markup);
+	// Again, when set, is what starts another such stretch after End (a second call), End then due again.
+	End, Again string
 	// Before Text the output may hold one reasoning block, from Open to Close, whose text is free: Inside,
 	// the prompt opened it; else the output may open it at its start when Open is set.
 	Open, Close string
@@ -51,15 +52,15 @@ const (
 // maxSpace bounds the whitespace a model may write before the forced text.
 const maxSpace = 16
 
-// NewPrefixTokens starts a generation held to p.
+// NewPrefixTokens starts a generation held to p, whose Text must not be empty.
 func NewPrefixTokens(v *Vocab, p Prefix) *PrefixTokens {
+	if p.Text == "" {
+		panic("constrain: a Prefix with no text")
+	}
 	c := &PrefixTokens{v: v, p: p}
 	c.st = prefixState{phase: writing, mayOpen: p.Open != "" && !p.Inside, mayText: true}
-	switch {
-	case p.Inside:
+	if p.Inside {
 		c.st.phase = inBlock
-	case p.Text == "":
-		c.st.phase = c.afterText()
 	}
 	return c
 }
@@ -95,17 +96,22 @@ func (c *PrefixTokens) feed(st *prefixState, piece string) bool {
 	for {
 		switch st.phase {
 		case free:
-			return true
+			if c.p.Again == "" {
+				return true
+			}
+			rest, found := seek(st, piece, c.p.Again)
+			if !found {
+				return true
+			}
+			st.phase, piece = ending, rest // End is due again
 		case ending:
-			if _, found := seek(st, piece, c.p.End); found {
-				st.phase = free
+			rest, found := seek(st, piece, c.p.End)
+			if !found {
+				return true
 			}
-			return true
-		case boundary:
-			if piece == "" {
-				return false
-			}
-			if strings.IndexByte(c.p.Next, piece[0]) < 0 {
+			st.phase, piece = free, rest
+		case boundary: // the byte is checked, then read again as what comes after it (End may start with it)
+			if piece == "" || strings.IndexByte(c.p.Next, piece[0]) < 0 {
 				return false
 			}
 			st.phase = free

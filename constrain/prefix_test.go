@@ -72,17 +72,23 @@ func TestPrefixTokens(t *testing.T) {
 			}
 		})
 	}
-	if c := NewPrefixTokens(v, Prefix{Close: "</think>"}); !c.Written() || !c.Allow(eos) {
-		t.Error("nothing to write: the answer is free from the start")
-	}
-	// With End, the answer may end only once End follows the text.
-	c := NewPrefixTokens(v, Prefix{Text: call, End: "</tool_call>"})
-	for _, part := range []string{call + "get_weather<arg_key>a</arg_key><arg_value>1</arg_value></tool", "_call>"} {
-		if n, total := feedPrefix(t, v, c, part, false); n != total || !c.Written() {
-			t.Fatalf("%q: %d of %d tokens allowed", part, n, total)
+	// With End, the answer may end only once End follows the text, and with Again, once End follows each
+	// further stretch Again opens.
+	c := NewPrefixTokens(v, Prefix{Text: call, End: "</tool_call>", Again: call})
+	for _, part := range []struct {
+		text string
+		end  bool
+	}{
+		{call + "get_weather<arg_key>a</arg_key><arg_value>1</arg_value></tool", false},
+		{"_call>", true},
+		{"\n" + call + "get_time", false},
+		{"</tool_call>", true},
+	} {
+		if n, total := feedPrefix(t, v, c, part.text, false); n != total || !c.Written() {
+			t.Fatalf("%q: %d of %d tokens allowed", part.text, n, total)
 		}
-		if ended := strings.HasSuffix(part, "_call>"); c.Allow(eos) != ended {
-			t.Errorf("after %q the end allowed %v, want %v", part, c.Allow(eos), ended)
+		if c.Allow(eos) != part.end {
+			t.Errorf("after %q the end allowed %v, want %v", part.text, c.Allow(eos), part.end)
 		}
 	}
 	// What a token writes after the block's close is checked as the start of the text: "S" then "un"
@@ -107,7 +113,7 @@ func FuzzPrefixTokens(f *testing.F) {
 		if mayOpen {
 			open = "<think>"
 		}
-		c := NewPrefixTokens(v, Prefix{Text: "<tool_call>get", Next: "<\n", End: "</tool_call>", Open: open, Close: "</think>", Inside: inside})
+		c := NewPrefixTokens(v, Prefix{Text: "<tool_call>get", Next: "<\n", End: "</tool_call>", Again: "<tool_call>", Open: open, Close: "</think>", Inside: inside})
 		var out strings.Builder
 		for _, id := range tok.Encode(text, true) {
 			if !c.Allow(id) {
@@ -116,8 +122,13 @@ func FuzzPrefixTokens(f *testing.F) {
 			c.Accept(id)
 			out.WriteString(tok.Piece(id))
 		}
-		if c.Written() && !strings.Contains(out.String(), "<tool_call>get") {
-			t.Fatalf("written, but the output %q lacks the text", out.String())
+		o := out.String()
+		if c.Written() && !strings.Contains(o, "<tool_call>get") {
+			t.Fatalf("written, but the output %q lacks the text", o)
+		}
+		// the end only once every call opened is closed
+		if c.Allow(tok.EOG()[0]) && (!strings.Contains(o, "<tool_call>get") || strings.LastIndex(o, "<tool_call>") > strings.LastIndex(o, "</tool_call>")) {
+			t.Fatalf("the end allowed after %q", o)
 		}
 		logits := make([]float32, tok.Vocab()+1)
 		c.Mask(logits)

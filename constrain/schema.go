@@ -113,19 +113,21 @@ func ParseSchema(raw json.RawMessage) (*Schema, error) {
 	if s = s.target(); s == nil || s.types != tObject {
 		return nil, fmt.Errorf("the schema must describe an object (type \"object\")")
 	}
-	if !hasFiniteValue(s) {
-		return nil, fmt.Errorf("no finite JSON value meets the schema: a required property or an array's required items lead back to the schema they are in, without end")
+	if err := finiteValues(s); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
-// hasFiniteValue reports whether some JSON value meets s, found as a least
-// fixed point over the schema's graph (recursion through $ref makes it one):
-// a schema has a value when it allows a scalar or null, an object whose
-// required properties have values, or an array of its minItems items that
-// have one. Without this an answer to such a schema would nest until the
-// walk's depth limit cut it off.
-func hasFiniteValue(root *Schema) bool {
+// finiteValues refuses a schema with a part no finite JSON value meets (a
+// required property or an array's required items that lead back to the
+// schema they are in): the walk could start such a value and would nest
+// until its depth limit cut the answer off. Which parts have a value is a
+// least fixed point over the schema's graph (recursion through $ref makes
+// it one): a scalar or null, an object whose required properties have
+// values, an array of its minItems items that have one. Every object or
+// array a schema allows must have one, not only the schema as a whole.
+func finiteValues(root *Schema) error {
 	var nodes []*Schema
 	seen := map[*Schema]bool{}
 	var visit func(s *Schema)
@@ -144,6 +146,17 @@ func hasFiniteValue(root *Schema) bool {
 	visit(root)
 	has := map[*Schema]bool{}
 	value := func(s *Schema) bool { return s == nil || has[s] }
+	// deadObject is the first required property of s that has no value yet, ""
+	// when there is none; deadArray whether s's required items have none.
+	deadObject := func(s *Schema) string {
+		for i, p := range s.props {
+			if s.required&(1<<i) != 0 && !value(p.s) {
+				return p.name
+			}
+		}
+		return ""
+	}
+	deadArray := func(s *Schema) bool { return s.minItems > 0 && !value(s.items) }
 	for changed := true; changed; {
 		changed = false
 		for _, s := range nodes {
@@ -157,24 +170,27 @@ func hasFiniteValue(root *Schema) bool {
 			case s.types == tAny, s.types&(tString|tNumber|tInteger|tBool|tNull) != 0:
 				ok = true // ParseSchema refuses an enum none of whose values fits
 			default:
-				if s.types&tObject != 0 {
-					ok = true
-					for i, p := range s.props {
-						if s.required&(1<<i) != 0 && !value(p.s) {
-							ok = false
-						}
-					}
-				}
-				if s.types&tArray != 0 && (s.minItems == 0 || value(s.items)) {
-					ok = true
-				}
+				ok = s.types&tObject != 0 && deadObject(s) == "" || s.types&tArray != 0 && !deadArray(s)
 			}
 			if ok {
 				has[s], changed = true, true
 			}
 		}
 	}
-	return has[root]
+	for _, s := range nodes { // the objects and arrays say best where it is
+		switch {
+		case s.alias == nil && s.types&tObject != 0 && deadObject(s) != "":
+			return fmt.Errorf("no finite JSON value meets the schema: the required property %q leads back to its own schema without end", deadObject(s))
+		case s.alias == nil && s.types&tArray != 0 && deadArray(s):
+			return fmt.Errorf("no finite JSON value meets the schema: an array's required items lead back to their own schema without end")
+		}
+	}
+	for _, s := range nodes {
+		if s.alias != nil && !value(s.alias) {
+			return fmt.Errorf("no finite JSON value meets a $ref or anyOf branch of the schema: what it requires leads back to itself without end")
+		}
+	}
+	return nil
 }
 
 type schemaParser struct {

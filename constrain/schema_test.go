@@ -112,7 +112,8 @@ func TestSchemaCases(t *testing.T) {
 		{`{"type": "object", "additionalProperties": false}`, `{}`, -1, true},
 		{`{"type": "object", "additionalProperties": false}`, `{"zz": 1}`, 1, false},
 		{`{"type": "object"}`, `{"zz": [1, {"a": null}]}`, -1, true},
-		// recursion with a way out: an optional property, an array that may be empty
+		// recursion with a way out: an optional property, an array that may be empty, a string beside an object
+		{`{"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"type": ["object", "string"], "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]}}}`, `{"a": {"a": "x"}}`, -1, true},
 		{`{"type": "object", "properties": {"a": {"$ref": "#/$defs/O"}}, "$defs": {"O": {"type": "object", "properties": {"a": {"$ref": "#/$defs/O"}}}}}`, `{"a": {}}`, -1, true},
 		{`{"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/T"}}}, "required": ["kids"], "$defs": {"T": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/T"}}}, "required": ["kids"]}}}`, `{"kids": [{"kids": []}]}`, -1, true},
 	}
@@ -151,6 +152,11 @@ func TestParseSchemaRefuses(t *testing.T) {
 		// no finite value: what is required comes back to itself
 		{`{"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"], "$defs": {"A": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]}}}`, "no finite JSON value"},
 		{`{"type": "object", "properties": {"n": {"$ref": "#/$defs/N"}}, "required": ["n"], "$defs": {"N": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/N"}, "minItems": 1}}, "required": ["kids"]}}}`, "no finite JSON value"},
+		// a dead part the answer could still enter: optional, in items that may be empty, beside null, beside a string
+		{`{"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]}}}`, `required property "a" leads back`},
+		{`{"type": "object", "properties": {"l": {"type": "array", "items": {"$ref": "#/$defs/A"}}}, "$defs": {"A": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]}}}`, "no finite JSON value"},
+		{`{"type": "object", "properties": {"a": {"anyOf": [{"$ref": "#/$defs/A"}, {"type": "null"}]}}, "$defs": {"A": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]}}}`, "no finite JSON value"},
+		{`{"type": "object", "properties": {"b": {"$ref": "#/$defs/B"}}, "$defs": {"A": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]}, "B": {"type": ["object", "string"], "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]}}}`, `required property "a" leads back`},
 	}
 	for _, c := range cases {
 		if _, err := ParseSchema(json.RawMessage(c.schema)); err == nil || !strings.Contains(err.Error(), c.says) {

@@ -471,7 +471,7 @@ func (s *Server) requireCall(gen *genRequest, tools []json.RawMessage, name stri
 	case prefix == "":
 		return bad(fmt.Sprintf("requires a call, but %q writes calls in no syntax latent reads", s.model.Name))
 	}
-	c := &requiredCall{Text: prefix, Next: next, End: gen.toolSyntax.CallEnd(), Close: chat.ThinkClose,
+	c := &requiredCall{Text: prefix, Next: next, End: gen.toolSyntax.CallEnd(), Again: gen.toolSyntax.Begin, Close: chat.ThinkClose,
 		Inside: !gen.rawReasoning && chat.NewReasoningSplitter(gen.prompt).Thinking()}
 	if !c.Inside && s.thinks && !strings.HasSuffix(strings.TrimRightFunc(gen.prompt, unicode.IsSpace), chat.ThinkClose) {
 		c.Open = chat.ThinkOpen // the model may open its reasoning itself (Qwen3, R1); a prompt that closed it turned it off
