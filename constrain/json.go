@@ -28,7 +28,6 @@ type JSON struct {
 	cur  *Schema
 	cand uint64
 	cpos int
-	enum bool
 }
 
 // frame is an open container: '{' or '[', its schema (nil: any), the
@@ -191,7 +190,7 @@ func (j *JSON) Feed(c byte) bool {
 				return j.matchKey(c, f)
 			}
 		}
-		if j.enum && !j.key {
+		if !j.key && j.cur != nil && j.cur.enum != nil { // cur is the string's own schema while it is read
 			return j.matchEnum(c)
 		}
 		switch {
@@ -311,7 +310,7 @@ func (j *JSON) matchKey(c byte, f *frame) bool {
 func (j *JSON) matchEnum(c byte) bool {
 	i, ok := j.narrow(c, len(j.cur.enum), func(i int) string { return j.cur.enum[i] })
 	if ok && i >= 0 {
-		j.mode, j.enum = mAfter, false
+		j.mode = mAfter
 	}
 	return ok
 }
@@ -425,8 +424,7 @@ func (j *JSON) schemaValue(c byte) bool {
 		return false
 	}
 	j.cur = j.cur.target()
-	j.enum = t == tString && j.cur != nil && j.cur.enum != nil
-	if j.enum {
+	if t == tString && j.cur != nil && j.cur.enum != nil {
 		j.cand, j.cpos = mask(len(j.cur.enum)), 0
 	}
 	return true

@@ -1,9 +1,6 @@
 package constrain
 
-import (
-	"math"
-	"strings"
-)
+import "strings"
 
 // PrefixTokens makes a generation write a given text first (engine.Constraint), as a required tool call
 // begins with the call's opening markup; see Prefix for what may come around it. Tokens count by the bytes
@@ -65,12 +62,16 @@ func NewPrefixTokens(v *Vocab, p Prefix) *PrefixTokens {
 	return c
 }
 
-// afterText is the phase that follows the text.
+// afterText is the phase that follows the text, and afterNext the one that follows its next byte.
 func (c *PrefixTokens) afterText() int {
-	switch {
-	case c.p.Next != "":
+	if c.p.Next != "" {
 		return boundary
-	case c.p.End != "":
+	}
+	return c.afterNext()
+}
+
+func (c *PrefixTokens) afterNext() int {
+	if c.p.End != "" {
 		return ending
 	}
 	return free
@@ -114,10 +115,7 @@ func (c *PrefixTokens) feed(st *prefixState, piece string) bool {
 			if piece == "" || strings.IndexByte(c.p.Next, piece[0]) < 0 {
 				return false
 			}
-			st.phase = free
-			if c.p.End != "" {
-				st.phase = ending
-			}
+			st.phase = c.afterNext()
 		case inBlock:
 			rest, found := seek(st, piece, c.p.Close)
 			if !found {
@@ -184,6 +182,8 @@ func (c *PrefixTokens) Allow(id int32) bool {
 		return false
 	case tok.IsEOG(id):
 		return c.st.phase == free
+	case c.st.phase == ending || c.st.phase == free:
+		return true // any text (feed would only look for End or Again)
 	}
 	c.scratch = c.st
 	return c.feed(&c.scratch, tok.Piece(id))
@@ -199,15 +199,5 @@ func (c *PrefixTokens) Accept(id int32) {
 // Done is false: the forced text leaves the answer open, to end as any answer does.
 func (c *PrefixTokens) Done() bool { return false }
 
-// Written reports whether the forced text (and its next byte) has been written.
-func (c *PrefixTokens) Written() bool { return c.st.phase == ending || c.st.phase == free }
-
-// Mask sets the logit of every token Allow refuses to -Inf (engine.Masker).
-func (c *PrefixTokens) Mask(logits []float32) {
-	refuse := float32(math.Inf(-1))
-	for id := range logits {
-		if !c.Allow(int32(id)) {
-			logits[id] = refuse
-		}
-	}
-}
+// written reports whether the forced text (and its next byte) has been written.
+func (c *PrefixTokens) written() bool { return c.st.phase == ending || c.st.phase == free }

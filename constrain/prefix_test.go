@@ -1,7 +1,6 @@
 package constrain
 
 import (
-	"math"
 	"strings"
 	"testing"
 )
@@ -53,8 +52,8 @@ func TestPrefixTokens(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewPrefixTokens(v, Prefix{Text: tc.prefix, Next: tc.next, Open: tc.open, Close: "</think>", Inside: tc.inside})
 			n, total := feedPrefix(t, v, c, tc.text, tc.special)
-			if (n == total) != tc.whole || c.Written() != tc.written {
-				t.Errorf("%d of %d tokens allowed, written %v; want all %v, written %v", n, total, c.Written(), tc.whole, tc.written)
+			if (n == total) != tc.whole || c.written() != tc.written {
+				t.Errorf("%d of %d tokens allowed, written %v; want all %v, written %v", n, total, c.written(), tc.whole, tc.written)
 			}
 			if c.Allow(eos) != tc.written {
 				t.Errorf("the end allowed %v, want %v (only once the call has begun)", c.Allow(eos), tc.written)
@@ -62,13 +61,8 @@ func TestPrefixTokens(t *testing.T) {
 			if c.Done() {
 				t.Error("done: the answer should stay open")
 			}
-			// Mask removes exactly what Allow refuses, ids past the vocabulary included.
-			logits := make([]float32, tok.Vocab()+3)
-			c.Mask(logits)
-			for id := range logits {
-				if refused, allowed := math.IsInf(float64(logits[id]), -1), c.Allow(int32(id)); refused == allowed || id >= tok.Vocab() && allowed {
-					t.Fatalf("id %d: masked %v, Allow %v", id, refused, allowed)
-				}
+			if c.Allow(int32(tok.Vocab())) || c.Allow(-1) {
+				t.Error("an id outside the vocabulary allowed")
 			}
 		})
 	}
@@ -84,7 +78,7 @@ func TestPrefixTokens(t *testing.T) {
 		{"\n" + call + "get_time", false},
 		{"</tool_call>", true},
 	} {
-		if n, total := feedPrefix(t, v, c, part.text, false); n != total || !c.Written() {
+		if n, total := feedPrefix(t, v, c, part.text, false); n != total || !c.written() {
 			t.Fatalf("%q: %d of %d tokens allowed", part.text, n, total)
 		}
 		if c.Allow(eos) != part.end {
@@ -94,13 +88,14 @@ func TestPrefixTokens(t *testing.T) {
 	// What a token writes after the block's close is checked as the start of the text: "S" then "un"
 	// closes a block ending "Su" and writes "n", not the text's "x".
 	c = NewPrefixTokens(v, Prefix{Text: "x", Close: "Su", Inside: true})
-	if n, total := feedPrefix(t, v, c, "Sunny", false); n == total || c.Written() {
+	if n, total := feedPrefix(t, v, c, "Sunny", false); n == total || c.written() {
 		t.Errorf("%d of %d tokens of %q allowed", n, total, tok.Encode("Sunny", false))
 	}
 }
 
 // Whatever the tokens, PrefixTokens does not panic, an output it allowed whole that it counts as written
-// holds the text (after whitespace or a reasoning block), and Mask removes what Allow refuses.
+// holds the text (after whitespace or a reasoning block), the end comes only after every opened call closes,
+// and ids past the vocabulary are refused.
 func FuzzPrefixTokens(f *testing.F) {
 	tok := goldenTokenizer(f, "tiny-glm-f32.gguf")
 	v := NewVocab(tok)
@@ -123,19 +118,15 @@ func FuzzPrefixTokens(f *testing.F) {
 			out.WriteString(tok.Piece(id))
 		}
 		o := out.String()
-		if c.Written() && !strings.Contains(o, "<tool_call>get") {
+		if c.written() && !strings.Contains(o, "<tool_call>get") {
 			t.Fatalf("written, but the output %q lacks the text", o)
 		}
 		// the end only once every call opened is closed
 		if c.Allow(tok.EOG()[0]) && (!strings.Contains(o, "<tool_call>get") || strings.LastIndex(o, "<tool_call>") > strings.LastIndex(o, "</tool_call>")) {
 			t.Fatalf("the end allowed after %q", o)
 		}
-		logits := make([]float32, tok.Vocab()+1)
-		c.Mask(logits)
-		for id := range logits {
-			if refused := math.IsInf(float64(logits[id]), -1); refused == c.Allow(int32(id)) {
-				t.Fatalf("id %d: masked %v, Allow %v", id, refused, !refused)
-			}
+		if c.Allow(int32(tok.Vocab())) {
+			t.Fatal("an id past the vocabulary allowed")
 		}
 	})
 }

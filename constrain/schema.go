@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -225,7 +224,7 @@ func (p *schemaParser) parse(raw json.RawMessage, at string, depth int) (*Schema
 			others = append(others, k)
 		}
 	}
-	sort.Strings(others) // errors in a stable order
+	slices.Sort(others) // errors in a stable order
 	if ref, ok := m["$ref"]; ok {
 		if len(others) > 1 {
 			return nil, fmt.Errorf("%s$ref with other keywords is not supported", where(at))
@@ -392,7 +391,7 @@ func (p *schemaParser) parseProps(s *Schema, v json.RawMessage, at string, depth
 	}
 	s.props = []prop{}
 	for _, n := range names {
-		if strings.ContainsAny(n, "\"\\") || strings.IndexFunc(n, func(r rune) bool { return r < 0x20 }) >= 0 {
+		if needsEscape(n) {
 			return fmt.Errorf("property name %q needs escapes, which are not supported", n)
 		}
 		ps, err := p.parse(props[n], at+n+".", depth+1)
@@ -458,7 +457,7 @@ func (s *Schema) parseEnum(enum, konst json.RawMessage) error {
 		if !ok {
 			return fmt.Errorf("enum and const values other than strings and null are not supported")
 		}
-		if strings.ContainsAny(str, "\"\\") || strings.IndexFunc(str, func(r rune) bool { return r < 0x20 }) >= 0 {
+		if needsEscape(str) {
 			return fmt.Errorf("enum value %q needs escapes, which are not supported", str)
 		}
 		s.enum = append(s.enum, str)
@@ -503,4 +502,10 @@ func (p *schemaParser) nullable(k string, v json.RawMessage, at string, depth in
 		return &Schema{types: tNull, maxItems: -1}, nil
 	}
 	return &Schema{alias: other, nullable: nullable, maxItems: -1}, nil
+}
+
+// needsEscape reports whether s would need escapes in a JSON string (the walk matches names and enum
+// values byte for byte as written).
+func needsEscape(s string) bool {
+	return strings.ContainsAny(s, "\"\\") || strings.IndexFunc(s, func(r rune) bool { return r < 0x20 }) >= 0
 }

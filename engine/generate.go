@@ -57,6 +57,35 @@ type Masker interface {
 	Mask(logits []float32)
 }
 
+// sampleAllowed samples the next token from logits; with a constraint c, one
+// c allows (sampled again from the allowed tokens alone when the first draw
+// is not), which c then accepts. It reports false when c allows none.
+func sampleAllowed(s *Sampler, c Constraint, logits []float32, history []int32) (int32, bool) {
+	tok := s.Sample(logits, history)
+	if c == nil {
+		return tok, true
+	}
+	if !c.Allow(tok) {
+		if mk, ok := c.(Masker); ok {
+			mk.Mask(logits)
+		} else {
+			for id := range logits {
+				if !c.Allow(int32(id)) {
+					logits[id] = float32(math.Inf(-1))
+				}
+			}
+		}
+		// rounding in the draw can land on a removed token: then the largest allowed one
+		if tok = s.Sample(logits, history); !c.Allow(tok) {
+			if tok = greedy(logits); !c.Allow(tok) {
+				return 0, false
+			}
+		}
+	}
+	c.Accept(tok)
+	return tok, true
+}
+
 // Token is one generated token, streamed once it is certain to be output:
 // tokens that could begin a stop sequence are held back until they cannot.
 type Token struct {
@@ -245,26 +274,9 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 			return finish(StopCancelled)
 		}
 		if !fast {
-			tok = s.Sample(logits, history)
-			if c := req.Constraint; c != nil {
-				if !c.Allow(tok) {
-					if mk, ok := c.(Masker); ok {
-						mk.Mask(logits)
-					} else {
-						for id := range logits {
-							if !c.Allow(int32(id)) {
-								logits[id] = float32(math.Inf(-1))
-							}
-						}
-					}
-					if tok = s.Sample(logits, history); !c.Allow(tok) {
-						// rounding in the draw can land on a removed token
-						if tok = greedy(logits); !c.Allow(tok) {
-							return finish(StopConstraint) // nothing may come
-						}
-					}
-				}
-				c.Accept(tok)
+			var ok bool
+			if tok, ok = sampleAllowed(s, req.Constraint, logits, history); !ok {
+				return finish(StopConstraint) // nothing may come
 			}
 		}
 		history = append(history, tok)
