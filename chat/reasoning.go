@@ -38,11 +38,18 @@ const (
 // the prompt ends with an open <think> (followed by nothing but whitespace), else at the start of the output.
 func NewReasoningSplitter(prompt string) *ReasoningSplitter {
 	s := &ReasoningSplitter{}
-	trimmed := strings.TrimRightFunc(prompt, unicode.IsSpace)
-	if strings.HasSuffix(trimmed, ThinkOpen) {
+	if endsWithTag(prompt, ThinkOpen) {
 		s.state = inReasoning
 	}
 	return s
+}
+
+// ClosesReasoning reports whether prompt ends with a closed reasoning block (followed by nothing but
+// whitespace): how a thinking template turns thinking off, so that the answer comes without one.
+func ClosesReasoning(prompt string) bool { return endsWithTag(prompt, ThinkClose) }
+
+func endsWithTag(prompt, tag string) bool {
+	return strings.HasSuffix(strings.TrimRightFunc(prompt, unicode.IsSpace), tag)
 }
 
 // Thinking reports whether the output is inside the reasoning block.

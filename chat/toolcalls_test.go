@@ -3,8 +3,6 @@ package chat
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -61,11 +59,8 @@ func TestToolCallsRoundTrip(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
-			src, err := os.ReadFile(filepath.Join(goldenTemplates, c.file))
-			if err != nil {
-				t.Fatalf("golden templates (../shared must sit beside the repository): %v", err)
-			}
-			syn := DetectToolSyntax(string(src))
+			src := readTemplate(t, strings.TrimSuffix(c.file, ".jinja"))
+			syn := DetectToolSyntax(src)
 			if c.syntax == "" {
 				if syn != nil {
 					t.Fatalf("syntax %s, want none", syn.Name)
@@ -75,7 +70,7 @@ func TestToolCallsRoundTrip(t *testing.T) {
 			if syn == nil || syn.Name != c.syntax {
 				t.Fatalf("syntax %v, want %s", syn, c.syntax)
 			}
-			tmpl, err := Parse(string(src))
+			tmpl, err := Parse(src)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,7 +16,7 @@ import (
 // the tools themselves, to go at the end of the system prompt (it starts with the blank line that follows
 // one); "" for a syntax whose templates show the tools, or none that leaves them to the caller.
 func (syn *ToolSyntax) ToolsPrompt(tools []json.RawMessage) string {
-	if syn == nil || !syn.toolsInSystem || len(tools) == 0 {
+	if !syn.DescribesTools() || len(tools) == 0 {
 		return ""
 	}
 	var b strings.Builder
@@ -47,6 +47,10 @@ func (syn *ToolSyntax) ToolsPrompt(tools []json.RawMessage) string {
 	b.WriteString("- For multiple tool calls, chain them directly without separators or spaces\n")
 	return b.String()
 }
+
+// DescribesTools reports whether syn's templates leave the tools to the system prompt, where ToolsPrompt
+// describes them (false for nil: no syntax).
+func (syn *ToolSyntax) DescribesTools() bool { return syn != nil && syn.toolsInSystem }
 
 // WithSystem returns msgs with text appended to their last system message (templates join several, or keep
 // only the last), or in a new one first when they have none; msgs itself is left as it was.

@@ -25,20 +25,22 @@ type genRequest struct {
 	// rawReasoning keeps <think> blocks in the text (completions, raw
 	// prompts) instead of separating them.
 	rawReasoning bool
-	// tools are the tool definitions a chat request offered, and toolSyntax
-	// how the model's template writes calls (nil: calls stay text).
-	tools      []json.RawMessage
-	toolSyntax *chat.ToolSyntax
+	// tools are the tool definitions a chat request offered, whose calls
+	// are read in the syntax the model's template writes (Server.toolSyntax).
+	tools []json.RawMessage
 	// json asks for an answer that is one JSON object (constrain.JSON).
 	json *jsonAnswer
-	// call, when set, is the call the answer must begin with.
-	call *requiredCall
+	// call, when set, is what a required call holds the answer to: its
+	// opening markup first, its closing markup before the end, and the
+	// reasoning block it may write before them.
+	call *constrain.Prefix
 }
 
-// requiredCall is what a required call holds the answer to: its opening
-// markup first, its closing markup before the end, and the reasoning block
-// it may write before them.
-type requiredCall = constrain.Prefix
+// opensReasoning reports whether the answer starts inside a reasoning block
+// its prompt opened (and the block is read apart from the answer).
+func (g *genRequest) opensReasoning() bool {
+	return !g.rawReasoning && chat.NewReasoningSplitter(g.prompt).Thinking()
+}
 
 // genResult is how a generation ended and what it cost: the engine's
 // account, with the waits only the server sees.
@@ -93,6 +95,16 @@ func contextExceeded(msg string) *apiError {
 		msg: msg + " (leave room for the answer, or serve with a larger --ctx)"}
 }
 
+// promptTokens is a prompt's tokens, unless its text surely holds more
+// than fit the context (the client's mistake, 400).
+func (s *Server) promptTokens(text string) ([]int32, error) {
+	m := s.model
+	if err := checkText(text, m.Tokenizer.MaxTokenBytes(), m.Net.Context()); err != nil {
+		return nil, err
+	}
+	return chat.PromptTokens(m.Tokenizer, text), nil
+}
+
 // generate runs req when the model is free, calling emit with each piece of
 // text as soon as it is final. It returns an *apiError for the client's
 // mistakes (prompt too long: 400) and for a full queue (429), the context's
@@ -101,10 +113,10 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 	m := s.model
 	ids := req.tokens
 	if ids == nil {
-		if err := checkText(req.prompt, m.Tokenizer.MaxTokenBytes(), m.Net.Context()); err != nil {
+		var err error
+		if ids, err = s.promptTokens(req.prompt); err != nil {
 			return nil, err
 		}
-		ids = chat.PromptTokens(m.Tokenizer, req.prompt)
 	}
 	if err := checkPrompt(ids, m.Net.Vocab(), m.Net.Context()); err != nil {
 		return nil, err
@@ -145,8 +157,8 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 		writeErr error
 		first    = true
 	)
-	if req.toolSyntax != nil {
-		calls = chat.NewToolCallSplitter(req.toolSyntax, req.tools)
+	if len(req.tools) > 0 && s.toolSyntax != nil {
+		calls = chat.NewToolCallSplitter(s.toolSyntax, req.tools)
 	}
 	// answered marks the answer's first text or calls: the time to first token
 	answered := func() {

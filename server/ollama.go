@@ -302,7 +302,7 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 	if err != nil {
 		return nil, err
 	}
-	gen := &genRequest{prompt: prompt}
+	gen := &genRequest{}
 	if gen.prompt, gen.tokens, err = s.fitChat(msgs, req.Tools, extra, prompt); err != nil {
 		return nil, err
 	}
@@ -321,15 +321,11 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 // fit comes back as it was (with its tokens, when they were counted), for
 // generate to refuse as too long.
 func (s *Server) fitChat(msgs []chat.Message, tools []json.RawMessage, extra map[string]any, whole string) (string, []int32, error) {
-	m := s.model
 	// fit tokenizes prompt, unless it is surely too long, and reports
 	// whether it fits
 	fit := func(prompt string) ([]int32, bool) {
-		if checkText(prompt, m.Tokenizer.MaxTokenBytes(), m.Net.Context()) != nil {
-			return nil, false
-		}
-		ids := chat.PromptTokens(m.Tokenizer, prompt)
-		return ids, len(ids)+answerRoom <= m.Net.Context()
+		ids, err := s.promptTokens(prompt)
+		return ids, err == nil && len(ids)+answerRoom <= s.model.Net.Context()
 	}
 	wholeIDs, ok := fit(whole)
 	if ok {
@@ -352,23 +348,19 @@ func (s *Server) fitChat(msgs []chat.Message, tools []json.RawMessage, extra map
 	// a binary search finds the earliest that fits in a few renderings
 	// rather than one per user turn.
 	best, bestIDs := whole, wholeIDs
-	var err error
 	lo, hi := 0, len(starts) // the earliest that fits is in [lo, hi]; hi: none does
-	for lo < hi && err == nil {
+	for lo < hi {
 		mid := (lo + hi) / 2
 		kept := append(slices.Clone(system[:sort.SearchInts(at, starts[mid])]), msgs[starts[mid]:]...)
-		var prompt string
-		if prompt, err = s.render(kept, tools, extra); err != nil {
-			break
+		prompt, err := s.render(kept, tools, extra)
+		if err != nil {
+			return "", nil, err
 		}
 		if ids, ok := fit(prompt); ok {
 			best, bestIDs, hi = prompt, ids, mid
 		} else {
 			lo = mid + 1
 		}
-	}
-	if err != nil {
-		return "", nil, err
 	}
 	return best, bestIDs, nil
 }
@@ -534,7 +526,7 @@ func (s *Server) handleOllamaShow(w http.ResponseWriter, r *http.Request) {
 	if s.thinks {
 		caps = append(caps, "thinking")
 	}
-	if strings.Contains(tmpl, "tools") {
+	if s.takesTools() {
 		caps = append(caps, "tools")
 	}
 	info := s.model.Info

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/latent-ai/latent/chat"
 	"github.com/latent-ai/latent/constrain"
@@ -425,17 +424,10 @@ func toolChoiceOf(raw json.RawMessage) (toolChoice, error) {
 		default:
 			return bad(fmt.Sprintf("%q is not \"none\", \"auto\", \"required\" or a function", word))
 		}
+	case checkTool(raw) != nil: // the shape of a tool definition: {"type": "function", "function": {"name": ...}}
+		return bad(`must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}`)
 	default:
-		var f struct {
-			Type     string `json:"type"`
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		}
-		if json.Unmarshal(raw, &f) != nil || f.Type != "function" || f.Function.Name == "" {
-			return bad(`must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}`)
-		}
-		c.required, c.name = true, f.Function.Name
+		c.required, c.name = true, toolName(raw)
 	}
 	return c, nil
 }
@@ -457,9 +449,10 @@ func toolName(raw json.RawMessage) string {
 // when the model may think, the answer itself opens (constrain.PrefixTokens).
 func (s *Server) requireCall(gen *genRequest, tools []json.RawMessage, name string) error {
 	bad := func(msg string) error { return badRequest("tool_choice", "tool_choice "+msg) }
+	syn := s.toolSyntax
 	var prefix, next string
-	if gen.toolSyntax != nil {
-		prefix, next = gen.toolSyntax.CallPrefix(name)
+	if syn != nil {
+		prefix, next = syn.CallPrefix(name)
 	}
 	switch {
 	case len(tools) == 0:
@@ -471,9 +464,8 @@ func (s *Server) requireCall(gen *genRequest, tools []json.RawMessage, name stri
 	case prefix == "":
 		return bad(fmt.Sprintf("requires a call, but %q writes calls in no syntax latent reads", s.model.Name))
 	}
-	c := &requiredCall{Text: prefix, Next: next, End: gen.toolSyntax.CallEnd(), Again: gen.toolSyntax.Begin, Close: chat.ThinkClose,
-		Inside: !gen.rawReasoning && chat.NewReasoningSplitter(gen.prompt).Thinking()}
-	if !c.Inside && s.thinks && !strings.HasSuffix(strings.TrimRightFunc(gen.prompt, unicode.IsSpace), chat.ThinkClose) {
+	c := &constrain.Prefix{Text: prefix, Next: next, End: syn.CallEnd(), Again: syn.Begin, Close: chat.ThinkClose, Inside: gen.opensReasoning()}
+	if !c.Inside && s.thinks && !chat.ClosesReasoning(gen.prompt) {
 		c.Open = chat.ThinkOpen // the model may open its reasoning itself (Qwen3, R1); a prompt that closed it turned it off
 	}
 	gen.call = c

@@ -191,12 +191,18 @@ func (s *Server) noThinking(extra map[string]any, param string) (map[string]any,
 	if !s.thinks {
 		return extra, nil
 	}
+	return withOption(extra, "enable_thinking", false), nil
+}
+
+// withOption is a copy of a template's options (chat_template_kwargs) with
+// key set to v; the caller's map is left as it was.
+func withOption(extra map[string]any, key string, v any) map[string]any {
 	out := maps.Clone(extra)
 	if out == nil {
 		out = map[string]any{}
 	}
-	out["enable_thinking"] = false
-	return out, nil
+	out[key] = v
+	return out
 }
 
 // jsonAnswer asks for an answer that is one JSON object, that schema allows
@@ -212,15 +218,19 @@ type jsonAnswer struct {
 // cannot take a JSON answer, which must come first.
 func (s *Server) readAnswer(gen *genRequest, tools []json.RawMessage, j *jsonAnswer, param string) error {
 	switch {
-	case j != nil && !gen.rawReasoning && chat.NewReasoningSplitter(gen.prompt).Thinking():
+	case j != nil && gen.opensReasoning():
 		return badRequest(param, "the chat template opens a reasoning block for this request, and a JSON answer must come first (turn thinking off)")
 	case j != nil:
 		gen.json = j
 	case len(tools) > 0:
-		gen.tools, gen.toolSyntax = tools, s.toolSyntax
+		gen.tools = tools
 	}
 	return nil
 }
+
+// takesTools reports whether the model can be shown tools: its template
+// shows them, or writes calls and leaves the tools to the system prompt.
+func (s *Server) takesTools() bool { return s.showsTools || s.toolSyntax.DescribesTools() }
 
 // render applies the model's chat template to a chat and the tools it
 // offers (checked first), which a template that leaves them to the system
@@ -239,18 +249,13 @@ func (s *Server) render(msgs []chat.Message, tools []json.RawMessage, extra map[
 		// has them described in the system prompt, as its model card says
 		// and ollama does; one that cannot show them is refused, in
 		// ollama's words.
-		p := s.toolSyntax.ToolsPrompt(tools)
-		if p == "" {
+		if !s.takesTools() {
 			return "", badRequest("tools", fmt.Sprintf("%q does not support tools: its chat template does not show them to the model", s.model.Name))
 		}
-		msgs = chat.WithSystem(msgs, p)
+		msgs = chat.WithSystem(msgs, s.toolSyntax.ToolsPrompt(tools))
 		// Its model card has calls only without thinking (ollama's template
 		// drops the reasoning when tools are offered too).
-		extra = maps.Clone(extra)
-		if extra == nil {
-			extra = map[string]any{}
-		}
-		extra["thinking"] = false
+		extra = withOption(extra, "thinking", false)
 	}
 	text, err := s.model.Template.Render(chat.Input{Messages: msgs, Tools: tools, AddGenerationPrompt: true, Extra: extra})
 	if err != nil {

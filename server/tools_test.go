@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +26,14 @@ const toolsRequest = `{"model":"glm","messages":[{"role":"user","content":"Weath
 // template: a reasoning block (the template's prompt opens it), a sentence,
 // then a call as GLM models write one.
 func toolModel(t *testing.T, answer string) *Model {
+	return templateModel(t, "GLM-4.7-Flash", answer)
+}
+
+// templateModel is a golden model answering with text in a golden template
+// (a name under ../shared/golden/templates, without .jinja).
+func templateModel(t *testing.T, template, answer string) *Model {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join(goldenTemplates, "GLM-4.7-Flash.jinja"))
+	src, err := os.ReadFile(filepath.Join(goldenTemplates, template+".jinja"))
 	if err != nil {
 		t.Fatalf("golden templates (../shared must sit beside the repository): %v", err)
 	}
@@ -172,15 +179,15 @@ func TestToolCallsStayText(t *testing.T) {
 // the system prompt in its model card's text (after the caller's own system
 // message), and a call written in its syntax comes back as a tool call.
 func TestDeepSeekToolsInSystemPrompt(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(goldenTemplates, "deepseek-ai-DeepSeek-V3.1.jinja"))
-	if err != nil {
-		t.Fatalf("golden templates (../shared must sit beside the repository): %v", err)
-	}
 	const call = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>" +
 		`{"city": "Paris", "zip": "75001", "days": 2}` + "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
-	m := goldenModel(t, "tiny-glm-f32.gguf", 1024)
-	m = withTemplate(t, newScriptedNet(m, call, 1024).on(m), string(src))
-	ts := startServer(t, Config{Model: m})
+	ts := startServer(t, Config{Model: templateModel(t, "deepseek-ai-DeepSeek-V3.1", call)})
+	// Ollama's /api/show lists tools among its capabilities
+	var show struct{ Capabilities []string }
+	postJSON(t, ts.url+"/api/show", `{"model":"`+ts.model.Name+`"}`, 200, &show)
+	if !slices.Contains(show.Capabilities, "tools") {
+		t.Errorf("capabilities %v, want tools among them", show.Capabilities)
+	}
 
 	var req struct {
 		Tools []json.RawMessage `json:"tools"`
@@ -286,12 +293,7 @@ func TestRequiredToolCall(t *testing.T) {
 	}
 	// Qwen3's model opens its reasoning itself: a required call comes after it.
 	t.Run("reasoning the model opens", func(t *testing.T) {
-		src, err := os.ReadFile(filepath.Join(goldenTemplates, "Qwen-Qwen3-0.6B.jinja"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := goldenModel(t, "tiny-glm-f32.gguf", 1024)
-		ts := startServer(t, Config{Model: withTemplate(t, newScriptedNet(m, "<think>\nI know.\n</think>\n\nSunny.", 1024).on(m), string(src))})
+		ts := startServer(t, Config{Model: templateModel(t, "Qwen-Qwen3-0.6B", "<think>\nI know.\n</think>\n\nSunny.")})
 		var resp chatAnswer
 		postJSON(t, ts.url+"/v1/chat/completions", withChoice(`"required"`), 200, &resp)
 		got := resp.Choices[0].Message
@@ -337,12 +339,7 @@ func TestRequiredToolCall(t *testing.T) {
 		}
 	}
 	// Llama 3.1's template shows the tools, but its calls are in no syntax latent reads.
-	src, err := os.ReadFile(filepath.Join(goldenTemplates, "meta-llama-Llama-3.1-8B-Instruct.jinja"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := goldenModel(t, "tiny-glm-f32.gguf", 1024)
-	llama := startServer(t, Config{Model: withTemplate(t, base, string(src))})
+	llama := startServer(t, Config{Model: templateModel(t, "meta-llama-Llama-3.1-8B-Instruct", "Sunny.")})
 	var e struct {
 		Error struct{ Message string } `json:"error"`
 	}
