@@ -437,7 +437,7 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     const bool copied = KV_LORA % 4 == 0 && (CACHE_W - KV_LORA) % 4 == 0 &&
                         ((unsigned long long)(qh + nope) | (unsigned long long)p.kv | (unsigned long long)p.kvnw) % 16 == 0;
     if (copied && own && p.kvnw)
-        for (int i = threadIdx.x; i < KV_LORA / 4; i += blockDim.x) cp_async16(knw + 4 * i, p.kvnw + 4 * i, true);
+        cp_async_floats(knw, p.kvnw, KV_LORA);
 #else
     const bool copied = false;
 #endif
@@ -447,8 +447,8 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
 #if __CUDA_ARCH__ >= 800
     if (copied) {
         if (own)
-            for (int i = threadIdx.x; i < CACHE_W / 4; i += blockDim.x) cp_async16(kvx + 4 * i, p.kv + 4 * i, true);
-        for (int i = threadIdx.x; i < (CACHE_W - KV_LORA) / 4; i += blockDim.x) cp_async16(qpe + 4 * i, qh + nope + 4 * i, true);
+            cp_async_floats(kvx, p.kv, CACHE_W);
+        cp_async_floats(qpe, qh + nope, CACHE_W - KV_LORA);
     }
     cp_async_commit();
 #endif

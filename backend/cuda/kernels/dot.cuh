@@ -29,6 +29,11 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) 
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+// cp_async_floats copies n floats (a multiple of 4, both ends 16-byte
+// aligned) with the block's threads, 16 bytes each in turn.
+__device__ __forceinline__ void cp_async_floats(float* dst, const float* src, int n) {
+    for (int i = threadIdx.x; i < n / 4; i += blockDim.x) cp_async16(dst + 4 * i, src + 4 * i, true);
+}
 
 __device__ __forceinline__ int4 ldw4(const void* p) {
     int4 r;

@@ -644,19 +644,21 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     const int RW = (32 >> lsh) * G;  // rows per warp group
     const int py = blockIdx.y;
     const int nk = p.nsum ? (int)p.nsum : 1;  // products summed per output
-    // extra(k) is the shared expert's chunk that problem py (summand k) is, or -1
+    // pkOf(k) is summand k's problem, xR(k) its input row; extra(k) the
+    // shared expert's chunk that problem py (summand k) is, or -1
+    auto pkOf = [&](int k) { return p.nsum ? py * nk + k : py; };
+    auto xR = [&](int k) { return (i64)(pkOf(k) / p.xDiv) * p.xY; };
     auto extra = [&](int k) { return p.nr == 0 ? -1 : (p.nsum ? k : py) - (int)p.nr; };
     const int nch = (nb + (JC << lsh) - 1) >> (lsh + ilog2(JC));  // load sets per row
     const i64 ngroups = (p.N + RW - 1) >> (5 - lsh + ilog2(G)), gstep = (i64)gridDim.x * nwarps;
     // the input row of summand kk (its address needs no result of the kernel before)
     auto xrow = [&](int kk) {
-        const int pk = p.nsum ? py * nk + kk : py;
-        const i64 R = (pk / p.xDiv) * p.xY;
+        const i64 R = xR(kk);
         return extra(kk) >= 0 ? p.xsrcx : p.xsrc + (R / p.xS) * p.xrs + (R % p.xS) * p.xseg;
     };
 
     auto load = [&](Frag<TY, G, JC, NW>& f, i64 grp, int k, int ch) {
-        const int pk = p.nsum ? py * nk + k : py;
+        const int pk = pkOf(k);
         const int j = extra(k);
         const i64 base = j >= 0 ? (i64)j * p.N : (p.ids ? (i64)p.ids[pk] : (i64)pk) * p.wY;
         const u8* w1 = j >= 0 ? p.wx : p.w;
@@ -708,7 +710,7 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
 #if __CUDA_ARCH__ >= 800
     if (p.xsrc && p.nw && ((unsigned long long)p.nw & 15) == 0) {
         float* snw = (float*)(smem + ((nk * K + 8 * nk * nb + 15) & ~15));
-        for (int i = threadIdx.x; i < K / 4; i += blockDim.x) cp_async16(snw + 4 * i, p.nw + 4 * i, true);
+        cp_async_floats(snw, p.nw, K);
         cp_async_commit();
         nw = snw;
     }
@@ -727,8 +729,7 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     } else {  // rounded by quant_act (unfused operations): copy it in, adding the sums
         for (int i = threadIdx.x; i < nk * nb; i += blockDim.x) {
             const int kk = i / nb, b = i % nb;
-            const int pk = p.nsum ? py * nk + kk : py;
-            const i64 R = (pk / p.xDiv) * p.xY;
+            const i64 R = xR(kk);
             const int4* src = (const int4*)(p.xq + R * p.K + 32 * b);
             int4 a0 = src[0], a1 = src[1];
             ((int4*)(sq + kk * K + 32 * b))[0] = a0;
@@ -782,7 +783,7 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
             }
         }
         if (ch == nch - 1) {
-            const int pk = p.nsum ? py * nk + k : py;
+            const int pk = pkOf(k);
 #pragma unroll
             for (int g = 0; g < G; g++) {
 #pragma unroll
