@@ -812,8 +812,13 @@ func (b *Backend) allocMLA() error {
 	if H == 0 || H > 32 {
 		return nil
 	}
-	// a block per SM, at most 256 (the merge gives each split a thread)
+	// a block per SM, at most 256 (the merge gives each split a thread),
+	// more than the heads (phase 1 gives each head a block or more, and
+	// one more block the token's own row)
 	mr, G, width := 16*ceilDiv(H, 16), min(b.info.SMs, 256), b.kv.width
+	if G <= H {
+		return nil
+	}
 	// kernels/attention.cu's layout: Q (hi, lo), two tiles and P (hi, lo) in
 	// f16; scores (two halves), corr, max, sum in float32
 	const tp = 32

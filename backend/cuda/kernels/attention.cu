@@ -333,44 +333,62 @@ __device__ __forceinline__ void finish_row(cache_t* dst, const float* x, const f
     }
 }
 
-// rows_dot sets out[r], for the rows r = st·rstep + warp·(32/lpr) + sub of
-// steps st in [st0, st1) (r < nrows, rows of nb blocks, nb ≤ 32), to their
-// dot products with the rounded activations (sq, sd, sa), summed as mmv1
-// sums them: lane l of a row's lpr lanes takes block l, then a butterfly
-// over the lanes. Loads go out 8 steps at a time: a memory round trip per
-// 8 steps instead of one per step.
-template <int TY>
-__device__ __forceinline__ void rows_dot(const u8* base, i64 rowBytes, int nrows, int nb, int st0, int st1, const i8* sq, const float* sd,
-                                         const int* sa, float* out) {
-    using Q = Q1<TY>;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int ls = lanes_log2(nb), lpr = 1 << ls, sub = lane >> ls, l = lane & (lpr - 1), rstep = ATT_WARPS * (32 >> ls);
-    for (int s0 = st0; s0 < st1; s0 += 8) {
-        int4 q[8][Q::W];
-        u32 sc[8];
+// RowLoads holds N steps of rows_dot's weight loads: for step st of
+// [st0, min(st0 + N, st1)), row r = st·rstep + warp·(32/lpr) + sub (r <
+// nrows, rows of nb blocks, nb ≤ 32), lane l of the row's lpr lanes block
+// l. The weights never change during a step, so a kernel can issue them
+// before its input exists and sum once it is rounded (sq, sd, sa): each
+// row as mmv1 sums it, lane l's block then a butterfly over the lanes.
+template <int TY, int N> struct RowLoads {
+    int4 q[N][Q1<TY>::W];
+    u32 sc[N];
+
+    __device__ __forceinline__ void load(const u8* base, i64 rowBytes, int nrows, int nb, int st0, int st1) {
+        using Q = Q1<TY>;
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        const int ls = lanes_log2(nb), sub = lane >> ls, l = lane & ((1 << ls) - 1), rstep = ATT_WARPS * (32 >> ls);
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const int r = min((s0 + j) * rstep + warp * (32 >> ls) + sub, nrows - 1);
-            if (s0 + j < st1 && l < nb) {
+        for (int j = 0; j < N; j++) {
+            const int r = min((st0 + j) * rstep + warp * (32 >> ls) + sub, nrows - 1);
+            if (st0 + j < st1 && l < nb) {
                 const u8* row = base + (i64)r * rowBytes;
 #pragma unroll
                 for (int w = 0; w < Q::W; w++) q[j][w] = ldw4(row + Q::STRIDE * l + 16 * w);
                 sc[j] = ldw2(row + Q::STRIDE * nb + 2 * l);
             }
         }
+    }
+
+    __device__ __forceinline__ void sum(int nrows, int nb, int st0, int st1, const i8* sq, const float* sd, const int* sa, float* out) const {
+        using Q = Q1<TY>;
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        const int ls = lanes_log2(nb), lpr = 1 << ls, sub = lane >> ls, l = lane & (lpr - 1), rstep = ATT_WARPS * (32 >> ls);
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            if (s0 + j < st1) {
+        for (int j = 0; j < N; j++) {
+            if (st0 + j < st1) {
                 float acc = 0.f;
                 if (l < nb) {
                     const int4* a = (const int4*)(sq + 32 * l);
                     acc += Q::val(q[j], a[0], a[1], sa[l], h2f((u16)sc[j]), sd[l]);
                 }
                 for (int off = lpr >> 1; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-                const int r = (s0 + j) * rstep + warp * (32 >> ls) + sub;
+                const int r = (st0 + j) * rstep + warp * (32 >> ls) + sub;
                 if (l == 0 && r < nrows) out[r] = acc;
             }
         }
+    }
+};
+
+// rows_dot sets out[r] for the rows of steps [st0, st1) (RowLoads' rows)
+// to their dot products with the rounded activations. Loads go out 8 steps
+// at a time: a memory round trip per 8 steps instead of one per step.
+template <int TY>
+__device__ __forceinline__ void rows_dot(const u8* base, i64 rowBytes, int nrows, int nb, int st0, int st1, const i8* sq, const float* sd,
+                                         const int* sa, float* out) {
+    for (int s0 = st0; s0 < st1; s0 += 8) {
+        RowLoads<TY, 8> r;
+        r.load(base, rowBytes, nrows, nb, s0, st1);
+        r.sum(nrows, nb, s0, st1, sq, sd, sa, out);
     }
 }
 
@@ -385,28 +403,16 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     __shared__ __align__(16) cache_t crow[CACHE_W];
     __shared__ __align__(16) float osh[KV_LORA];
     const int h = blockIdx.x, s = blockIdx.y, S = p.S;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // lanes, rows and steps as shifts: this runs when the kernel before
     // frees the SM, on the step's critical path
-    const int nope = (int)p.nope, nbk = nope / 32, ls = lanes_log2(nbk), lpr = 1 << ls;
-    const int sub = lane >> ls, l = lane & (lpr - 1), rstep = ATT_WARPS * (32 >> ls);
+    const int nope = (int)p.nope, nbk = nope / 32, rstep = ATT_WARPS * (32 >> lanes_log2(nbk));
     const int nsteps = (KV_LORA + rstep - 1) / rstep;
     const u8* kbh = p.kb + (i64)h * KV_LORA * p.kbRow;
-    auto krow = [&](int st) { return min(st * rstep + warp * (32 >> ls) + sub, KV_LORA - 1); };
 
     // Before waiting for the kernel before: k_b[h]'s first rows into
     // registers, v_b[h] (this split's share) into L2.
-    int4 pq[PRE][WK];
-    u32 ps[PRE];
-#pragma unroll
-    for (int st = 0; st < PRE; st++) {
-        if (st < nsteps && l < nbk) {
-            const u8* row = kbh + (i64)krow(st) * p.kbRow;
-#pragma unroll
-            for (int w = 0; w < WK; w++) pq[st][w] = ldw4(row + QK::STRIDE * l + 16 * w);
-            ps[st] = ldw2(row + QK::STRIDE * nbk + 2 * l);
-        }
-    }
+    RowLoads<TK, PRE> pre;
+    pre.load(kbh, p.kbRow, KV_LORA, nbk, 0, nsteps);
     {
         const i64 len = p.vdim * p.vbRow;
         const u8* vbh = p.vb + (i64)h * len;
@@ -467,20 +473,8 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
         __syncthreads();
     }
 
-    // q_lat = k_b[h]·q_nope: row r's lanes sum its blocks as mmv1 does
-#pragma unroll
-    for (int st = 0; st < PRE; st++) {
-        if (st < nsteps) {
-            float acc = 0.f;
-            if (l < nbk) {
-                const int4* a = (const int4*)(sq + 32 * l);
-                acc += QK::val(pq[st], a[0], a[1], sa[l], h2f((u16)ps[st]), sd[l]);
-            }
-            for (int off = lpr >> 1; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-            const int r = st * rstep + warp * (32 >> ls) + sub;
-            if (l == 0 && r < KV_LORA) qsh[r] = acc;
-        }
-    }
+    // q_lat = k_b[h]·q_nope
+    pre.sum(KV_LORA, nbk, 0, nsteps, sq, sd, sa, qsh);
     rows_dot<TK>(kbh, p.kbRow, KV_LORA, nbk, PRE, nsteps, sq, sd, sa, qsh);
     rope_query(qsh, copied ? qpe : qh + nope, [&](int k, float& a, float& b) {
         if (p.qfreqs) rotate(a, b, qrot[k]);
@@ -589,6 +583,17 @@ __device__ __forceinline__ void grid_sync(unsigned* bar, unsigned k) {
     __syncthreads();
 }
 
+// Share is a block's part of a head's n rows (or values) [i0, i1): the G
+// blocks go to the H ≤ G heads in turn, head h taking blocks [f, f + m),
+// f = ⌈h·G/H⌉, so that no block's part spans two heads.
+struct Share {
+    int h, i0, i1;
+};
+__device__ __forceinline__ Share head_share(int b, int G, int H, int n) {
+    const int h = b * H / G, f = (h * G + H - 1) / H, m = ((h + 1) * G + H - 1) / H - f;
+    return {h, n * (b - f) / m, n * (b - f + 1) / m};
+}
+
 __device__ __forceinline__ void ldsm_x4(u32* r, const void* p) {
     const u32 a = (u32)__cvta_generic_to_shared(p);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
@@ -614,29 +619,25 @@ __device__ __forceinline__ void split_f16(float v, u16* d, i64 lo) {
     d[lo] = f2h(v - h2f(hi));
 }
 
-// mla_rows computes rows [r0, r1) of H heads' stacked matrices w (n rows a
-// head, each nb Q8_0-sized blocks) times x_h (at x + h·xs, K values, rounded
-// to Q8_0 blocks in shared memory), summed as mmv1 sums them (rows_dot).
-// Row r = h·n + i goes to out[r]; without out, times mul, to hout[h·hs + i]
-// as an f16 pair (split_f16), through tmp (n floats).
-template <int TY>
-__device__ void mla_rows(const u8* w, i64 rowBytes, int n, int nb, const float* x, i64 xs, int K, i64 r0, i64 r1, float* out,
-                         float mul, u16* hout, i64 hs, i64 hlo, i8* sq, float* sd, int* sa, float* red, float* tmp) {
-    for (i64 a = r0; a < r1;) {
-        const int h = (int)(a / n), i0 = (int)(a - (i64)h * n);
-        const int i1 = (int)min((i64)n, r1 - (i64)h * n);
-        __syncthreads();
-        round_row_q8(x + (i64)h * xs, K, nullptr, 0.f, sq, sd, sa, red);
-        __syncthreads();
-        const int rstep = ATT_WARPS * (32 >> lanes_log2(nb));
-        rows_dot<TY>(w + ((i64)h * n + i0) * rowBytes, rowBytes, i1 - i0, nb, 0, (i1 - i0 + rstep - 1) / rstep, sq, sd, sa,
-                     out ? out + (i64)h * n + i0 : tmp);
-        if (hout) {
-            __syncthreads();
-            for (int i = threadIdx.x; i < i1 - i0; i += blockDim.x) split_f16(tmp[i] * mul, hout + (i64)h * hs + i0 + i, hlo);
-        }
-        a = (i64)h * n + i1;
-    }
+// mla_steps is how many rows_dot steps rows rows of nb blocks take.
+__device__ __forceinline__ int mla_steps(int rows, int nb) {
+    const int rstep = ATT_WARPS * (32 >> lanes_log2(nb));
+    return (rows + rstep - 1) / rstep;
+}
+
+// mla_rows sets out[i], i < rows, to row i of w (rows of nb Q8_0-sized
+// blocks) times x (K values, rounded here to Q8_0 blocks in shared memory),
+// summed as mmv1 sums them; pre holds the loads of the first steps, issued
+// by the caller (rows_dot's steps, the rest loaded here).
+template <int TY, int N>
+__device__ __forceinline__ void mla_rows(const RowLoads<TY, N>& pre, const u8* w, i64 rowBytes, int rows, int nb, const float* x, int K,
+                                         float* out, i8* sq, float* sd, int* sa, float* red) {
+    const int st1 = mla_steps(rows, nb);
+    __syncthreads();
+    round_row_q8(x, K, nullptr, 0.f, sq, sd, sa, red);
+    __syncthreads();
+    pre.sum(rows, nb, 0, st1, sq, sd, sa, out);
+    rows_dot<TY>(w, rowBytes, rows, nb, N, st1, sq, sd, sa, out);
 }
 
 template <int TK, int TV, int MT>
@@ -659,59 +660,81 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     const int G = gridDim.x, b = blockIdx.x, H = p.H;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
     const int nope = (int)p.nope, vdim = (int)p.vdim, qw = nope + CACHE_W - KV_LORA;
-    const i64 RQ = (i64)H * KV_LORA, RV = (i64)H * vdim;
-    const i64 q0 = RQ * b / G, q1 = RQ * (b + 1) / G, v0 = RV * b / G, v1 = RV * (b + 1) / G;
+    constexpr int HALF = (CACHE_W - KV_LORA) / 2;  // rotated pairs a row
+    // Rows and latent values go to the blocks head by head (head_share): a
+    // block whose share spanned two heads rounded two inputs and took twice
+    // as long, and each grid barrier waits for the slowest block. In phase
+    // 1 the last block takes no q_lat rows: it writes the q_pe rows and the
+    // token's own cache row instead.
+    const bool qrows = b < G - 1;
+    const Share qsh = head_share(b, G - 1, H, KV_LORA), vsh = head_share(b, G, H, vdim);
+    const int nbq = nope / 32, nbv = KV_LORA / 32, nq = qrows ? qsh.i1 - qsh.i0 : 0, nv = vsh.i1 - vsh.i0;
+    const u8* kbw = p.kb + ((i64)qsh.h * KV_LORA + qsh.i0) * p.kbRow;
+    const u8* vbw = p.vb + ((i64)vsh.h * vdim + vsh.i0) * p.vbRow;
 
-    // Before waiting for the kernel before: this block's k_b and v_b rows into L2.
-    for (i64 o = q0 * p.kbRow + 128 * threadIdx.x; o < q1 * p.kbRow; o += 128 * blockDim.x)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(p.kb + o));
-    for (i64 o = v0 * p.vbRow + 128 * threadIdx.x; o < v1 * p.vbRow; o += 128 * blockDim.x)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(p.vb + o));
+    // Before waiting for the kernel before: this block's k_b and v_b rows
+    // into L2. (Loading the first ones into registers there instead, and
+    // v_b's before the third grid barrier, measured no faster.)
+    for (i64 o = 128 * threadIdx.x; o < nq * p.kbRow; o += 128 * blockDim.x) asm volatile("prefetch.global.L2 [%0];" ::"l"(kbw + o));
+    for (i64 o = 128 * threadIdx.x; o < nv * p.vbRow; o += 128 * blockDim.x) asm volatile("prefetch.global.L2 [%0];" ::"l"(vbw + o));
     pdl_entry();
     const int pos = p.pos[0], n = pos + 1;
 
+    // phase 2's split: positions [p0, p1), in tiles of MLA_TP; its first two
+    // tiles are fetched now unless they hold the row this launch writes
+    int chunk = (n + G - 1) / G;
+    chunk = max(MLA_MINCHUNK, (chunk + MLA_TP - 1) / MLA_TP * MLA_TP);
+    const int S = (n + chunk - 1) / chunk, p0 = b * chunk, p1 = min(n, p0 + chunk);
+    constexpr int RC = CACHE_W / 8;  // 16-byte pieces of a row
+    auto fetch = [&](int tb, int buf) {
+        u16* dst = tile + buf * MLA_TP * MLA_QST;
+        for (int i = threadIdx.x; i < MLA_TP * RC; i += blockDim.x) {
+            const int r = i / RC, c = i % RC, pp = tb + r;
+            cp_async16(dst + r * MLA_QST + 8 * c, p.layer + (i64)(pp < p1 ? pp : p0) * CACHE_W + 8 * c, pp < p1);
+        }
+    };
+    auto early = [&](int tb) { return tb < p1 && !(tb <= pos && pos < tb + MLA_TP); };
+    if (b < S) {
+        if (early(p0)) fetch(p0, 0);
+        if (early(p0 + MLA_TP)) fetch(p0 + MLA_TP, 1);
+        cp_async_commit();
+    }
+
     // 1. the queries: q_lat rows, q_pe, zero rows past H, the own cache row
     const i64 QLO = (i64)MR * CACHE_W;  // the lo halves' offset in qh
-    mla_rows<TK>(p.kb, p.kbRow, KV_LORA, nope / 32, p.q, qw, nope, q0, q1, nullptr, p.scale, p.qh, CACHE_W, QLO, sq, sd, sa, red, tmp);
-    for (int h = b; h < MR; h += G) {
-        u16* qr = p.qh + (i64)h * CACHE_W;
-        if (h >= H) {
-            for (int i = threadIdx.x; i < CACHE_W; i += blockDim.x) qr[i] = qr[QLO + i] = 0;
-            continue;
-        }
-        const float* v = p.q + (i64)h * qw + nope;
-        for (int k = threadIdx.x; k < (CACHE_W - KV_LORA) / 2; k += blockDim.x) {
+    if (qrows) {
+        // the first rows' loads go out before the rounding
+        RowLoads<TK, 8 / Q1<TK>::W> qpre;
+        qpre.load(kbw, p.kbRow, nq, nbq, 0, mla_steps(nq, nbq));
+        mla_rows(qpre, kbw, p.kbRow, nq, nbq, p.q + (i64)qsh.h * qw, nope, tmp, sq, sd, sa, red);
+        __syncthreads();
+        for (int i = threadIdx.x; i < nq; i += blockDim.x) split_f16(tmp[i] * p.scale, p.qh + (i64)qsh.h * CACHE_W + qsh.i0 + i, QLO);
+    } else {
+        for (int i = threadIdx.x; i < H * HALF; i += blockDim.x) {
+            const int h = i / HALF, k = i - h * HALF;
+            const float* v = p.q + (i64)h * qw + nope;
+            u16* qr = p.qh + (i64)h * CACHE_W + KV_LORA;
             float a = v[2 * k], c = v[2 * k + 1];
             if (p.qfreqs) rope_pair(a, c, pos, p.qfreqs[k]);
-            split_f16(a * p.scale, qr + KV_LORA + 2 * k, QLO);
-            split_f16(c * p.scale, qr + KV_LORA + 2 * k + 1, QLO);
+            split_f16(a * p.scale, qr + 2 * k, QLO);
+            split_f16(c * p.scale, qr + 2 * k + 1, QLO);
         }
-    }
-    if (p.kv && b == G - 1) {
-        __syncthreads();
-        finish_row(p.layer + (i64)pos * CACHE_W, p.kv, p.kvnw, p.kveps, [&](int k, float& a, float& b) {
-            if (p.kvfreqs) rope_pair(a, b, pos, p.kvfreqs[k]);
-        }, red);
+        for (i64 i = threadIdx.x; i < (i64)(MR - H) * CACHE_W; i += blockDim.x) p.qh[H * CACHE_W + i] = p.qh[QLO + H * CACHE_W + i] = 0;
+        if (p.kv) {
+            __syncthreads();
+            finish_row(p.layer + (i64)pos * CACHE_W, p.kv, p.kvnw, p.kveps, [&](int k, float& a, float& b) {
+                if (p.kvfreqs) rope_pair(a, b, pos, p.kvfreqs[k]);
+            }, red);
+        }
     }
     grid_sync(p.bar, 1);
 
-    // 2. split b: positions [p0, p1) in tiles
-    int chunk = (n + G - 1) / G;
-    chunk = max(MLA_MINCHUNK, (chunk + MLA_TP - 1) / MLA_TP * MLA_TP);
-    const int S = (n + chunk - 1) / chunk;
+    // 2. split b
     if (b < S) {
-        const int p0 = b * chunk, p1 = min(n, p0 + chunk);
-        constexpr int RC = CACHE_W / 8;  // 16-byte pieces of a row
         for (int i = threadIdx.x; i < 2 * MR * RC; i += blockDim.x)
             cp_async16(qs + (i / RC) * MLA_QST + 8 * (i % RC), p.qh + (i64)(i / RC) * CACHE_W + 8 * (i % RC), true);
-        auto fetch = [&](int tb, int buf) {
-            u16* dst = tile + buf * MLA_TP * MLA_QST;
-            for (int i = threadIdx.x; i < MLA_TP * RC; i += blockDim.x) {
-                const int r = i / RC, c = i % RC, pp = tb + r;
-                cp_async16(dst + r * MLA_QST + 8 * c, p.layer + (i64)(pp < p1 ? pp : p0) * CACHE_W + 8 * c, pp < p1);
-            }
-        };
-        fetch(p0, 0);
+        if (!early(p0)) fetch(p0, 0);
+        if (p0 + MLA_TP < p1 && !early(p0 + MLA_TP)) fetch(p0 + MLA_TP, 1);
         cp_async_commit();
         for (int r = threadIdx.x; r < MR; r += blockDim.x) mrow[r] = -INFINITY, lrow[r] = 0.f;
         float o[MT][NT][4];
@@ -721,9 +744,14 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
             for (int j = 0; j < NT; j++) o[m][j][0] = o[m][j][1] = o[m][j][2] = o[m][j][3] = 0.f;
         int buf = 0;
         for (int tb = p0; tb < p1; tb += MLA_TP, buf ^= 1) {
-            if (tb + MLA_TP < p1) fetch(tb + MLA_TP, buf ^ 1);
+            // the first two tiles are in flight already; each later one is
+            // fetched a tile ahead
+            if (tb > p0 && tb + MLA_TP < p1) fetch(tb + MLA_TP, buf ^ 1);
             cp_async_commit();
-            cp_async_wait<1>();
+            if (tb == p0)
+                cp_async_wait<0>();
+            else
+                cp_async_wait<1>();
             __syncthreads();
             const u16* kt = tile + buf * MLA_TP * MLA_QST;
             // scores: warp → positions 8·(warp&3).., columns of half (warp>>2) of the row
@@ -820,51 +848,45 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     }
     grid_sync(p.bar, 2);
 
-    // 3. merge: this block's share of the H·KV_LORA latent values. Per head,
-    // thread s < S loads split s's (max, sum) and the block reduces them to
-    // the splits' weights; then thread t sums value t % 64 over the splits
-    // t / 64, t / 64 + 4, ... (its loads all in flight, each warp's 32
-    // consecutive floats), and the four groups are added in shared memory.
+    // 3. merge: this block's share of its head's latent values. Thread s < S
+    // loads split s's (max, sum) and the block reduces them to the splits'
+    // weights; then thread t sums value t % 64 over the splits t / 64,
+    // t / 64 + 4, ... (its loads all in flight, each warp's 32 consecutive
+    // floats), and the four groups are added in shared memory.
+    const int h = vsh.h;
     {
         static_assert(ATT_WARPS * 32 == 256, "the merge's four groups of 64 threads");
         float* part4 = tmp;  // [4][64]
-        const i64 e0 = RQ * b / G, e1 = RQ * (b + 1) / G;
-        for (i64 a = e0; a < e1;) {
-            const int h = (int)(a / KV_LORA), j0 = (int)(a - (i64)h * KV_LORA), j1 = (int)min((i64)KV_LORA, e1 - (i64)h * KV_LORA);
-            const int t = threadIdx.x;
-            const float ms = t < S ? __ldcg(p.ml + ((i64)t * MR + h) * 2) : -INFINITY;
-            const float ls = t < S ? __ldcg(p.ml + ((i64)t * MR + h) * 2 + 1) : 0.f;
-            const float M = block_max(ms, red);
-            const float f = ms == -INFINITY ? 0.f : expf(ms - M);
-            const float L = block_sum(ls * f, red);
-            if (t < S) ws[t] = f / L;
-            __syncthreads();
-            for (int c = j0; c < j1; c += 64) {
-                const int j = c + (t & 63), grp = t >> 6;
-                float acc = 0.f;
-                if (j < j1) {
+        const Share e = head_share(b, G, H, KV_LORA);
+        const int j0 = e.i0, j1 = e.i1, t = threadIdx.x;
+        const float ms = t < S ? __ldcg(p.ml + ((i64)t * MR + h) * 2) : -INFINITY;
+        const float ls = t < S ? __ldcg(p.ml + ((i64)t * MR + h) * 2 + 1) : 0.f;
+        const float M = block_max(ms, red);
+        const float f = ms == -INFINITY ? 0.f : expf(ms - M);
+        const float L = block_sum(ls * f, red);
+        if (t < S) ws[t] = f / L;
+        __syncthreads();
+        for (int c = j0; c < j1; c += 64) {
+            const int j = c + (t & 63), grp = t >> 6;
+            float acc = 0.f;
+            if (j < j1) {
 #pragma unroll 8
-                    for (int s = grp; s < S; s += 4) acc += __ldcg(p.part + ((i64)s * MR + h) * KV_LORA + j) * ws[s];
-                }
-                part4[t] = acc;
-                __syncthreads();
-                if (t < 64 && j < j1) p.olat[(i64)h * KV_LORA + j] = (part4[t] + part4[64 + t]) + (part4[128 + t] + part4[192 + t]);
-                __syncthreads();
+                for (int s = grp; s < S; s += 4) acc += __ldcg(p.part + ((i64)s * MR + h) * KV_LORA + j) * ws[s];
             }
-            a = (i64)h * KV_LORA + j1;
+            part4[t] = acc;
+            __syncthreads();
+            if (t < 64 && j < j1) p.olat[(i64)h * KV_LORA + j] = (part4[t] + part4[64 + t]) + (part4[128 + t] + part4[192 + t]);
+            __syncthreads();
         }
     }
     grid_sync(p.bar, 3);
 
-    // 4. o = v_b·latent, this block's rows; the latents it needs copied past L1
-    for (i64 a = v0; a < v1;) {
-        const int h = (int)(a / vdim);
-        __syncthreads();
-        for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) tmp[i] = __ldcg(p.olat + (i64)h * KV_LORA + i);
-        const i64 end = min(v1, (i64)(h + 1) * vdim);
-        mla_rows<TV>(p.vb, p.vbRow, vdim, KV_LORA / 32, tmp, 0, KV_LORA, a, end, p.out, 1.f, nullptr, 0, 0, sq, sd, sa, red, nullptr);
-        a = end;
-    }
+    // 4. o = v_b·latent, this block's rows of its head (the latent copied
+    // in past L1)
+    RowLoads<TV, 8 / Q1<TV>::W> vpre;
+    vpre.load(vbw, p.vbRow, nv, nbv, 0, mla_steps(nv, nbv));
+    for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) tmp[i] = __ldcg(p.olat + (i64)h * KV_LORA + i);
+    mla_rows(vpre, vbw, p.vbRow, nv, nbv, tmp, KV_LORA, p.out + (i64)h * vdim + vsh.i0, sq, sd, sa, red);
     // the last block out resets the barrier for the next launch
     __syncthreads();
     if (threadIdx.x == 0) {
