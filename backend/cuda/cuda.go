@@ -104,12 +104,12 @@ var (
 )
 
 // mlaFrom is MLAFrom's default: where mla_decode overtakes attn_decode.
-// Measured on the H200 (BENCHMARKS.md, decode tok/s at 0/2048/4096
-// positions): youtu 570.6/510.9/464.2 with attn_decode, 519.0/506.5/497.3
-// with mla_decode; deepseek 438.0/407.4/381.7 and 412.1/406.5/401.9; glm
-// 243.8/223.0/207.4 and 230.2/224.5/221.8. The lines cross at about 2.2k
-// positions (youtu, deepseek) and below 2k (glm).
-const mlaFrom = 2304
+// Measured on the H200 (BENCHMARKS.md, 8fb9772 with splits of 32 positions
+// or more; decode tok/s with each forced, at 640/1664/2688 positions):
+// youtu 652.6/625.3/592.7 with attn_decode, 654.0/648.6/637.0 with
+// mla_decode; deepseek 511.8/499.3/483.6 and 519.6/517.6/510.2; glm
+// 278.1/269.5 and 277.2/272.8 (640/1664). Even at 640, then ahead.
+const mlaFrom = 1024
 
 // DeviceInfo describes the GPU.
 type DeviceInfo struct {

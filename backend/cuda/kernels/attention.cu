@@ -524,7 +524,7 @@ FAST_TYPES(ATTN_DECODE_IF)
 //      scale, as f16 pairs hi + lo (22 bits: near float32 scores, the
 //      cache's f16 rows being exact); one block normalises and rotates the
 //      token's own cache row and stores it (kv_finish's work).
-//   2. split s (of positions chunks of 64 or more) streams its rows through
+//   2. split s (of positions chunks of 32 or more) streams its rows through
 //      shared memory in tiles of MLA_TP (cp.async, two deep): each tile's
 //      scores S = Q·Kᵀ (warp: 8 positions, half the row), an online
 //      softmax per head, and O += P·V (warp: KV_LORA/8 latent columns),
@@ -538,7 +538,7 @@ FAST_TYPES(ATTN_DECODE_IF)
 #define MLA_TP 32                 // positions per tile
 #define MLA_QST (CACHE_W + 8)     // halves per row in shared memory: a row stride of 16 or 80 B mod 128, no ldmatrix conflicts
 #define MLA_PST (MLA_TP + 8)      // halves per row of P
-#define MLA_MINCHUNK 64           // fewest positions a split takes
+#define MLA_MINCHUNK 32           // fewest positions a split takes: one tile
 
 // MD mirrors the words decodeOne records for mla_decode (backend/cuda/ops.go).
 struct MD {
