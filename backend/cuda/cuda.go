@@ -104,11 +104,13 @@ var (
 )
 
 // mlaFrom is MLAFrom's default: where mla_decode overtakes attn_decode.
-// Measured on the H200 (BENCHMARKS.md, 8fb9772 with splits of 32 positions
-// or more; decode tok/s with each forced, at 640/1664/2688 positions):
-// youtu 652.6/625.3/592.7 with attn_decode, 654.0/648.6/637.0 with
-// mla_decode; deepseek 511.8/499.3/483.6 and 519.6/517.6/510.2; glm
-// 278.1/269.5 and 277.2/272.8 (640/1664). Even at 640, then ahead.
+// Measured on the H200 with each forced (BENCHMARKS.md; 5eee658's kernels,
+// decode tok/s at 640/1664/2688 positions): youtu 652.6/625.3/592.7 with
+// attn_decode, 654.0/648.6/637.0 with mla_decode; deepseek
+// 511.8/499.3/483.6 and 519.6/517.6/510.2; glm 278.1/269.5 and
+// 277.2/272.8 (640/1664). At 640 they are even (b256e31 then gave
+// attn_decode youtu 659.9), at 1664 mla_decode leads for all three: 1024
+// lies between.
 const mlaFrom = 1024
 
 // DeviceInfo describes the GPU.

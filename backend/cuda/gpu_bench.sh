@@ -7,7 +7,7 @@ for m in youtu-llm-2b deepseek-v2-lite glm-4.7-flash; do
   [ -f /tmp/$m.gguf ] || .bin/latent synth --preset $m --type q4_0 -o /tmp/$m.gguf >/dev/null 2>&1
   .bin/latent bench /tmp/$m.gguf --backend cuda -p 512 -n 128 --depth 0,4096 --reps 2 2>&1 | tail -3 | tee -a $OUT/bench.txt
 done
-for m in youtu-llm-2b deepseek-v2-lite glm-4.7-flash; do  # long contexts: mla_decode from MLAFrom (2304) positions
+for m in youtu-llm-2b deepseek-v2-lite glm-4.7-flash; do  # long contexts: mla_decode from MLAFrom (1024) positions
   .bin/latent bench /tmp/$m.gguf --backend cuda -p 128 -n 128 --depth 0,4096,8192,16384 --reps 1 2>&1 | tail -4 | tee -a $OUT/bench.txt
 done
 LATENT_CACHE_TYPE=f32 .bin/latent bench /tmp/youtu-llm-2b.gguf --backend cuda -p 512 -n 128 --depth 0,4096 --reps 2 2>&1 | tail -2 | tee -a $OUT/bench.txt

@@ -18,13 +18,16 @@ import (
 // probabilities) gives the logits of the unfused kernels, which keep every
 // sum in float32, over the same f16 cache: at the real models' widths
 // (glm's 20 heads take two row tiles), after prompts whose positions fill
-// one split, several, and more splits than SMs' worth of the smallest.
+// one split (20), two (40), several, splits of two tiles whose second holds
+// the token's own row (4254 on 132 SMs: its steps end at 4257 positions,
+// splits of 64), and splits of three tiles (9000).
 func TestMLADecodeAgainstUnfused(t *testing.T) {
 	needGPU(t)
 	for _, c := range []struct {
 		preset string
 		prompt int
-	}{{"youtu-llm-2b", 40}, {"youtu-llm-2b", 700}, {"glm-4.7-flash", 700}, {"deepseek-v2-lite", 700}, {"youtu-llm-2b", 9000}} {
+	}{{"youtu-llm-2b", 20}, {"youtu-llm-2b", 40}, {"youtu-llm-2b", 700}, {"glm-4.7-flash", 700}, {"deepseek-v2-lite", 700},
+		{"youtu-llm-2b", 4254}, {"youtu-llm-2b", 9000}} {
 		t.Run(c.preset+"/"+strconv.Itoa(c.prompt), func(t *testing.T) {
 			t.Setenv("LATENT_CACHE_TYPE", "f16")
 			path := twoLayers(t, c.preset, 3)

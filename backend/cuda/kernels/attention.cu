@@ -218,8 +218,10 @@ __device__ __forceinline__ bool attn_split(float* part, const float* qsh, const 
 // split_range is block s's share [p0, p1) of positions 0..pos. The last
 // split holds pos, and in attn_decode it also normalises, rotates and
 // stores the token's own row first, so it takes ATT_OWN_LESS positions
-// fewer than an even share and the others the rest (youtu at 640
-// positions: 652.8 and 655.8 tok/s with 0, 659.9 and 659.7 with 32).
+// fewer than an even share (at least one) and the others the rest (youtu
+// at 640 positions: 652.8 and 655.8 tok/s with 0, 659.9 and 659.7 with
+// 32). attn_partial's batches split the same way, so that the unfused
+// kernels merge in attn_decode's order.
 #define ATT_OWN_LESS 32
 __device__ __forceinline__ void split_range(int pos, int S, int s, int& p0, int& p1) {
     const int n = pos + 1, last = S == 1 ? n : max(1, (n + S - 1) / S - ATT_OWN_LESS), rest = n - last;
@@ -667,10 +669,11 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     __shared__ int sa[KV_LORA / 32 > 32 ? KV_LORA / 32 : 32];
     __shared__ __align__(16) float tmp[KV_LORA > 1024 ? KV_LORA : 1024];
     __shared__ float ws[256];  // the merge's weights, a split each (S ≤ G ≤ 256)
+    constexpr int HALF = (CACHE_W - KV_LORA) / 2, HP = HALF > 0 ? HALF : 1;  // rotated pairs a row
+    __shared__ Rotation qrot[HP];  // q_pe's rotations (phase 1's last block)
     const int G = gridDim.x, b = blockIdx.x, H = p.H;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
     const int nope = (int)p.nope, vdim = (int)p.vdim, qw = nope + CACHE_W - KV_LORA;
-    constexpr int HALF = (CACHE_W - KV_LORA) / 2;  // rotated pairs a row
     // Rows and latent values go to the blocks head by head (head_share): a
     // block whose share spanned two heads rounded two inputs and took twice
     // as long, and each grid barrier waits for the slowest block. In phase
@@ -691,7 +694,8 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     const int pos = p.pos[0], n = pos + 1;
 
     // phase 2's split: positions [p0, p1), in tiles of MLA_TP; its first two
-    // tiles are fetched now unless they hold the row this launch writes
+    // tiles are fetched now, but the one holding the token's own row (which
+    // phase 1 may write)
     int chunk = (n + G - 1) / G;
     chunk = max(MLA_MINCHUNK, (chunk + MLA_TP - 1) / MLA_TP * MLA_TP);
     const int S = (n + chunk - 1) / chunk, p0 = b * chunk, p1 = min(n, p0 + chunk);
@@ -720,18 +724,21 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
         __syncthreads();
         for (int i = threadIdx.x; i < nq; i += blockDim.x) split_f16(tmp[i] * p.scale, p.qh + (i64)qsh.h * CACHE_W + qsh.i0 + i, QLO);
     } else {
+        // every head's q_pe, each pair's rotation taken once for all heads
+        for (int k = threadIdx.x; k < HALF; k += blockDim.x)
+            if (p.qfreqs) qrot[k] = rope_angle(pos, p.qfreqs[k]);
+        __syncthreads();
         for (int i = threadIdx.x; i < H * HALF; i += blockDim.x) {
-            const int h = i / HALF, k = i - h * HALF;
+            const int h = i / HP, k = i - h * HP;
             const float* v = p.q + (i64)h * qw + nope;
             u16* qr = p.qh + (i64)h * CACHE_W + KV_LORA;
             float a = v[2 * k], c = v[2 * k + 1];
-            if (p.qfreqs) rope_pair(a, c, pos, p.qfreqs[k]);
+            if (p.qfreqs) rotate(a, c, qrot[k]);
             split_f16(a * p.scale, qr + 2 * k, QLO);
             split_f16(c * p.scale, qr + 2 * k + 1, QLO);
         }
         for (i64 i = threadIdx.x; i < (i64)(MR - H) * CACHE_W; i += blockDim.x) p.qh[H * CACHE_W + i] = p.qh[QLO + H * CACHE_W + i] = 0;
         if (p.kv) {
-            __syncthreads();
             finish_row(p.layer + (i64)pos * CACHE_W, p.kv, p.kvnw, p.kveps, [&](int k, float& a, float& b) {
                 if (p.kvfreqs) rope_pair(a, b, pos, p.kvfreqs[k]);
             }, red);
@@ -867,7 +874,7 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     {
         static_assert(ATT_WARPS * 32 == 256, "the merge's four groups of 64 threads");
         float* part4 = tmp;  // [4][64]
-        const Share e = head_share(b, G, H, KV_LORA);
+        const Share e = head_share(b, G, H, KV_LORA);  // (e.h is h)
         const int j0 = e.i0, j1 = e.i1, t = threadIdx.x;
         const float ms = t < S ? __ldcg(p.ml + ((i64)t * MR + h) * 2) : -INFINITY;
         const float ls = t < S ? __ldcg(p.ml + ((i64)t * MR + h) * 2 + 1) : 0.f;
