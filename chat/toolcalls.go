@@ -165,20 +165,19 @@ func (s schema) isString() bool {
 func toolSetOf(tools []json.RawMessage) toolSet {
 	ts := toolSet{names: map[string]bool{}, strings: map[string]map[string]bool{}}
 	for _, raw := range tools {
-		var t struct {
-			Function struct {
-				Name       string `json:"name"`
-				Parameters struct {
-					Properties map[string]schema `json:"properties"`
-				} `json:"parameters"`
-			} `json:"function"`
-		}
-		if json.Unmarshal(raw, &t) != nil || t.Function.Name == "" {
-			continue
+		t, err := ParseToolDef(raw)
+		if err != nil {
+			continue // the server refused it already
 		}
 		ts.names[t.Function.Name] = true
+		var params struct {
+			Properties map[string]schema `json:"properties"`
+		}
+		if len(t.Function.Parameters) > 0 && json.Unmarshal(t.Function.Parameters, &params) != nil {
+			params.Properties = nil // not an object schema: no argument is known to be a string
+		}
 		m := map[string]bool{}
-		for k, p := range t.Function.Parameters.Properties {
+		for k, p := range params.Properties {
 			m[k] = p.isString()
 		}
 		ts.strings[t.Function.Name] = m

@@ -178,6 +178,16 @@ func TestParseToolCalls(t *testing.T) {
 		}
 		checkCalls(t, got, []ToolCall{{Function: FunctionCall{Name: "typed", Arguments: json.RawMessage(`{"opt":"75001","any":"true","enum":"1","n":7,"bad":null}`)}}})
 	})
+
+	// parameters that are no object schema leave the tool offered, its values read as JSON
+	t.Run("glm parameters not a schema", func(t *testing.T) {
+		loose := append([]json.RawMessage{json.RawMessage(`{"type":"function","function":{"name":"loose","parameters":"any"}}`)}, weatherTools...)
+		got, _, ok := glmTools.ParseToolCalls("<tool_call>loose<arg_key>n</arg_key><arg_value>2</arg_value></tool_call>", loose)
+		if !ok {
+			t.Fatal("a call to a tool whose parameters are not an object schema was not read")
+		}
+		checkCalls(t, got, []ToolCall{{Function: FunctionCall{Name: "loose", Arguments: json.RawMessage(`{"n":2}`)}}})
+	})
 }
 
 // TestToolCallSplitter feeds answers in every split into pieces that a stream could bring.

@@ -22,15 +22,9 @@ func (syn *ToolSyntax) ToolsPrompt(tools []json.RawMessage) string {
 	var b strings.Builder
 	b.WriteString("\n\n## Tools\nYou have access to the following tools:\n")
 	for _, raw := range tools {
-		var t struct {
-			Function struct {
-				Name        string          `json:"name"`
-				Description string          `json:"description"`
-				Parameters  json.RawMessage `json:"parameters"`
-			} `json:"function"`
-		}
-		if json.Unmarshal(raw, &t) != nil || t.Function.Name == "" {
-			continue
+		t, err := ParseToolDef(raw)
+		if err != nil {
+			continue // the server refused it already; nothing to show
 		}
 		params := []byte("{}")
 		var c bytes.Buffer

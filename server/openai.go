@@ -424,22 +424,19 @@ func toolChoiceOf(raw json.RawMessage) (toolChoice, error) {
 		default:
 			return bad(fmt.Sprintf("%q is not \"none\", \"auto\", \"required\" or a function", word))
 		}
-	case checkTool(raw) != nil: // the shape of a tool definition: {"type": "function", "function": {"name": ...}}
-		return bad(`must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}`)
-	default:
-		c.required, c.name = true, toolName(raw)
+	default: // a tool definition's shape: {"type": "function", "function": {"name": ...}}
+		t, err := chat.ParseToolDef(raw)
+		if err != nil {
+			return bad(`must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}`)
+		}
+		c.required, c.name = true, t.Function.Name
 	}
 	return c, nil
 }
 
 // toolName is a tool definition's function name ("" when it has none).
 func toolName(raw json.RawMessage) string {
-	var t struct {
-		Function struct {
-			Name string `json:"name"`
-		} `json:"function"`
-	}
-	json.Unmarshal(raw, &t)
+	t, _ := chat.ParseToolDef(raw) // a shape error leaves the name it read, or ""
 	return t.Function.Name
 }
 

@@ -240,7 +240,7 @@ func (s *Server) render(msgs []chat.Message, tools []json.RawMessage, extra map[
 		return "", badRequest("messages", "messages is empty: send at least one message")
 	}
 	for i, raw := range tools {
-		if err := checkTool(raw); err != nil {
+		if _, err := chat.ParseToolDef(raw); err != nil {
 			return "", badRequest(fmt.Sprintf("tools[%d]", i), fmt.Sprintf("tools[%d] %s", i, err))
 		}
 	}
@@ -263,28 +263,6 @@ func (s *Server) render(msgs []chat.Message, tools []json.RawMessage, extra map[
 		return "", badRequest("messages", "the model's chat template rejected the conversation: "+err.Error())
 	}
 	return text, nil
-}
-
-// checkTool checks a tool definition's shape, as both APIs define it:
-// {"type": "function", "function": {"name": ..., ...}}. Templates read these
-// fields, and would otherwise fail with an error about the conversation.
-func checkTool(raw json.RawMessage) error {
-	var t struct {
-		Type     *string `json:"type"`
-		Function *struct {
-			Name *string `json:"name"`
-		} `json:"function"`
-	}
-	if err := json.Unmarshal(raw, &t); err != nil || bytes.TrimSpace(raw)[0] != '{' {
-		return fmt.Errorf("must be an object {\"type\": \"function\", \"function\": {\"name\": ...}}")
-	}
-	switch {
-	case t.Type == nil || *t.Type != "function":
-		return fmt.Errorf("type must be \"function\"")
-	case t.Function == nil || t.Function.Name == nil || *t.Function.Name == "":
-		return fmt.Errorf("function.name is missing")
-	}
-	return nil
 }
 
 // toolArguments turns OpenAI's JSON-encoded argument string into the JSON
