@@ -19,6 +19,8 @@ type ToolSyntax struct {
 	call             func(body string, tools toolSet) (ToolCall, bool)
 	// viable reports whether the text after Begin can still be the start of a call.
 	viable func(after string) bool
+	// named is how a call of function name begins, as the templates write it (CallPrefix).
+	named func(name string) (prefix, next string)
 	// toolsInSystem: its templates leave the tools offered to the system prompt (ToolsPrompt).
 	toolsInSystem bool
 }
@@ -27,21 +29,30 @@ type ToolSyntax struct {
 var (
 	// GLM-4.5 and later: <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>...</tool_call>, a
 	// string value written as is, others as JSON.
-	glmTools = &ToolSyntax{Name: "glm", Begin: "<tool_call>", open: "<tool_call>", close: "</tool_call>", call: glmCall, viable: glmViable}
+	glmTools = &ToolSyntax{Name: "glm", Begin: "<tool_call>", open: "<tool_call>", close: "</tool_call>", call: glmCall, viable: glmViable,
+		named: func(name string) (string, string) { return "<tool_call>" + name, "<\n" }}
 	// DeepSeek-V3.1: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGS<｜tool▁call▁end｜>...
 	// <｜tool▁calls▁end｜>, ARGS a JSON object; DeepSeek-V3 and R1 wrote "function<｜tool▁sep｜>NAME" and the
 	// arguments in a ```json block.
 	deepseekTools = &ToolSyntax{Name: "deepseek", Begin: dsCallsBegin, end: dsCallsEnd, open: dsCallBegin, close: dsCallEnd,
-		call: deepseekCall, viable: deepseekViable}
+		call: deepseekCall, viable: deepseekViable,
+		named: func(name string) (string, string) {
+			return dsCallsBegin + dsCallBegin + "function" + dsSep + name + "\n", ""
+		}}
 	// DeepSeek-V3.1's templates, which write the calls but leave the tools to the system prompt. (V3's and
 	// R1's do not show them either, but their models were taught the ```json form, not ToolsPrompt's.)
 	deepseekV31Tools = func() *ToolSyntax {
 		s := *deepseekTools
 		s.Name, s.toolsInSystem = "deepseek-v3.1", true
+		s.named = func(name string) (string, string) { return dsCallsBegin + dsCallBegin + name + dsSep, "" }
 		return &s
 	}()
 	// Hermes (Qwen2.5, Qwen3 and many others): <tool_call>{"name": ..., "arguments": {...}}</tool_call>.
-	hermesTools = &ToolSyntax{Name: "hermes", Begin: "<tool_call>", open: "<tool_call>", close: "</tool_call>", call: hermesCall, viable: hermesViable}
+	hermesTools = &ToolSyntax{Name: "hermes", Begin: "<tool_call>", open: "<tool_call>", close: "</tool_call>", call: hermesCall, viable: hermesViable,
+		named: func(name string) (string, string) {
+			quoted, _ := json.Marshal(name) // a string always marshals
+			return "<tool_call>\n{\"name\": " + string(quoted), ""
+		}}
 )
 
 const (

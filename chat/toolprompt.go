@@ -65,23 +65,14 @@ func WithSystem(msgs []Message, text string) []Message {
 // whose markup puts the name later (Hermes' JSON object) name it too, in the form their templates write.
 func (syn *ToolSyntax) CallPrefix(name string) (prefix, next string) {
 	switch {
-	case syn == glmTools && name != "":
-		return "<tool_call>" + name, "<\n"
-	case syn == glmTools:
-		return "<tool_call>", ""
-	case syn == deepseekV31Tools && name != "":
-		return dsCallsBegin + dsCallBegin + name + dsSep, ""
-	case syn == deepseekTools && name != "":
-		return dsCallsBegin + dsCallBegin + "function" + dsSep + name + "\n", ""
-	case syn == deepseekTools, syn == deepseekV31Tools:
-		return dsCallsBegin + dsCallBegin, ""
-	case syn == hermesTools && name != "":
-		quoted, _ := json.Marshal(name)
-		return "<tool_call>\n{\"name\": " + string(quoted), ""
-	case syn == hermesTools:
-		return "<tool_call>", ""
+	case syn == nil:
+		return "", ""
+	case name != "":
+		return syn.named(name)
+	case syn.end != "": // calls inside their own brackets: the first call's markup too
+		return syn.Begin + syn.open, ""
 	}
-	return "", ""
+	return syn.Begin, ""
 }
 
 // CallEnd is the markup after which an answer's calls in syn's syntax read as calls: the calls' closing

@@ -92,3 +92,31 @@ func TestDeepSeekV3TemplatesGetNoToolsPrompt(t *testing.T) {
 		t.Errorf("a V3 call %q does not begin with CallPrefix %q", call, p)
 	}
 }
+
+// CallPrefix's texts, pinned: the template round trips (TestToolCallsRoundTrip) check that a named
+// prefix begins the templates' calls, and an unnamed one only that it begins the named one. Where calls
+// sit in their own brackets (DeepSeek) the unnamed prefix opens the first call too, so that the answer
+// cannot write text inside the brackets, which reads as no call.
+func TestCallPrefix(t *testing.T) {
+	for _, c := range []struct {
+		syn                *ToolSyntax
+		name, prefix, next string
+	}{
+		{glmTools, "", "<tool_call>", ""},
+		{glmTools, "f", "<tool_call>f", "<\n"},
+		{deepseekTools, "", dsCallsBegin + dsCallBegin, ""},
+		{deepseekTools, "f", dsCallsBegin + dsCallBegin + "function" + dsSep + "f\n", ""},
+		{deepseekV31Tools, "", dsCallsBegin + dsCallBegin, ""},
+		{deepseekV31Tools, "f", dsCallsBegin + dsCallBegin + "f" + dsSep, ""},
+		{hermesTools, "", "<tool_call>", ""},
+		{hermesTools, `f"g`, "<tool_call>\n{\"name\": \"f\\\"g\"", ""},
+		{nil, "f", "", ""},
+	} {
+		if p, n := c.syn.CallPrefix(c.name); p != c.prefix || n != c.next {
+			t.Errorf("%v.CallPrefix(%q) = %q, %q; want %q, %q", c.syn, c.name, p, n, c.prefix, c.next)
+		}
+	}
+	if _, _, ok := deepseekTools.ParseToolCalls(dsCallsBegin+"text"+dsCallBegin+"get_weather"+dsSep+"{}"+dsCallEnd+dsCallsEnd, weatherTools); ok {
+		t.Error("text inside DeepSeek's brackets read as calls; the unnamed prefix need not open the first call")
+	}
+}
