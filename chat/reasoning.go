@@ -38,11 +38,15 @@ const (
 // the prompt ends with an open <think> (followed by nothing but whitespace), else at the start of the output.
 func NewReasoningSplitter(prompt string) *ReasoningSplitter {
 	s := &ReasoningSplitter{}
-	if endsWithTag(prompt, ThinkOpen) {
+	if OpensReasoning(prompt) {
 		s.state = inReasoning
 	}
 	return s
 }
+
+// OpensReasoning reports whether prompt ends with an open reasoning block (followed by nothing but
+// whitespace): the output starts inside it.
+func OpensReasoning(prompt string) bool { return endsWithTag(prompt, ThinkOpen) }
 
 // ClosesReasoning reports whether prompt ends with a closed reasoning block (followed by nothing but
 // whitespace): how a thinking template turns thinking off, so that the answer comes without one.

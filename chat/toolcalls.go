@@ -395,7 +395,7 @@ func (s *ToolCallSplitter) Add(text string) string {
 			s.held, s.in, s.at = s.held[len(body):], true, i-len(body)
 		}
 		after := s.held[s.at+len(begin):]
-		if strings.Contains(after, s.syn.close) || s.syn.viable(after) {
+		if s.syn.viable(after) || strings.Contains(after, s.syn.close) { // viable first: it is short on a call's text
 			return s.pass(out.String()) // a call, or may still be one
 		}
 		// Not a call: its text passes, and a later Begin may still open one.

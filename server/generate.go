@@ -39,7 +39,7 @@ type genRequest struct {
 // opensReasoning reports whether the answer starts inside a reasoning block
 // its prompt opened (and the block is read apart from the answer).
 func (g *genRequest) opensReasoning() bool {
-	return !g.rawReasoning && chat.NewReasoningSplitter(g.prompt).Thinking()
+	return !g.rawReasoning && chat.OpensReasoning(g.prompt)
 }
 
 // genResult is how a generation ended and what it cost: the engine's

@@ -315,10 +315,8 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 // fitChat is the prompt and its tokens, with the oldest messages dropped
 // when the chat does not fit the context, as Ollama does: the system
 // messages and the latest messages that fit stay, starting with a user's
-// message (templates refuse others). The kept part grows from the last
-// user message back, so each render holds at most a context's worth and
-// one exchange more, however long the chat. A chat that cannot be made to
-// fit comes back as it was (with its tokens, when they were counted), for
+// message (templates refuse others). A chat that cannot be made to fit
+// comes back as it was (with its tokens, when they were counted), for
 // generate to refuse as too long.
 func (s *Server) fitChat(msgs []chat.Message, tools []json.RawMessage, extra map[string]any, whole string) (string, []int32, error) {
 	// fit tokenizes prompt, unless it is surely too long, and reports
@@ -344,21 +342,44 @@ func (s *Server) fitChat(msgs []chat.Message, tools []json.RawMessage, extra map
 			starts = append(starts, i)
 		}
 	}
-	// A later start keeps less, so whether it fits only grows along starts:
-	// a binary search finds the earliest that fits in a few renderings
-	// rather than one per user turn.
+	// A later start keeps less, so whether it fits only grows along starts.
+	// The search goes back from the last start in doubling steps, then
+	// halves the gap between the last start that fit and the first that did
+	// not: a few renderings, none holding much more than twice what fits,
+	// however long the chat.
 	best, bestIDs := whole, wholeIDs
-	lo, hi := 0, len(starts) // the earliest that fits is in [lo, hi]; hi: none does
-	for lo < hi {
-		mid := (lo + hi) / 2
-		kept := append(slices.Clone(system[:sort.SearchInts(at, starts[mid])]), msgs[starts[mid]:]...)
+	hi := len(starts) // the earliest start known to fit (len: none yet); the earliest of all is in [lo, hi]
+	try := func(i int) (bool, error) {
+		kept := append(slices.Clone(system[:sort.SearchInts(at, starts[i])]), msgs[starts[i]:]...)
 		prompt, err := s.render(kept, tools, extra)
+		if err != nil {
+			return false, err
+		}
+		ids, ok := fit(prompt)
+		if ok {
+			best, bestIDs, hi = prompt, ids, i
+		}
+		return ok, nil
+	}
+	lo := 0
+	for step := 1; lo < hi; step *= 2 {
+		i := max(lo, hi-step)
+		ok, err := try(i)
 		if err != nil {
 			return "", nil, err
 		}
-		if ids, ok := fit(prompt); ok {
-			best, bestIDs, hi = prompt, ids, mid
-		} else {
+		if !ok {
+			lo = i + 1
+			break
+		}
+	}
+	for lo < hi {
+		mid := (lo + hi) / 2
+		ok, err := try(mid)
+		if err != nil {
+			return "", nil, err
+		}
+		if !ok {
 			lo = mid + 1
 		}
 	}

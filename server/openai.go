@@ -447,10 +447,6 @@ func toolName(raw json.RawMessage) string {
 func (s *Server) requireCall(gen *genRequest, tools []json.RawMessage, name string) error {
 	bad := func(msg string) error { return badRequest("tool_choice", "tool_choice "+msg) }
 	syn := s.toolSyntax
-	var prefix, next string
-	if syn != nil {
-		prefix, next = syn.CallPrefix(name)
-	}
 	switch {
 	case len(tools) == 0:
 		return bad("requires a call, but the request offers no tools")
@@ -458,9 +454,10 @@ func (s *Server) requireCall(gen *genRequest, tools []json.RawMessage, name stri
 		return bad(fmt.Sprintf("names the function %q, which is not among the tools", name))
 	case gen.json != nil:
 		return bad("requires a call, which a JSON response_format excludes")
-	case prefix == "":
+	case syn == nil:
 		return bad(fmt.Sprintf("requires a call, but %q writes calls in no syntax latent reads", s.model.Name))
 	}
+	prefix, next := syn.CallPrefix(name)
 	c := &constrain.Prefix{Text: prefix, Next: next, End: syn.CallEnd(), Again: syn.Begin, Close: chat.ThinkClose, Inside: gen.opensReasoning()}
 	if !c.Inside && s.thinks && !chat.ClosesReasoning(gen.prompt) {
 		c.Open = chat.ThinkOpen // the model may open its reasoning itself (Qwen3, R1); a prompt that closed it turned it off

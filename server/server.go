@@ -87,8 +87,8 @@ type Server struct {
 
 	// what the model's chat template says: the syntax of its tool calls,
 	// whether it shows the model the tools offered (it names them at all),
-	// whether it thinks; and the vocabulary indexed for JSON answers,
-	// made at the first
+	// whether it thinks; and the vocabulary indexed for constrained
+	// answers, made at the first request that needs it
 	toolSyntax *chat.ToolSyntax
 	showsTools bool
 	thinks     bool
@@ -133,7 +133,7 @@ func New(cfg Config) (*Server, error) {
 
 		toolSyntax: chat.DetectToolSyntax(cfg.Model.Template.Source),
 		showsTools: strings.Contains(cfg.Model.Template.Source, "tools"),
-		thinks:     strings.Contains(cfg.Model.Template.Source, "<think>"),
+		thinks:     strings.Contains(cfg.Model.Template.Source, chat.ThinkOpen),
 		vocab:      sync.OnceValue(func() *constrain.Vocab { return constrain.NewVocab(cfg.Model.Tokenizer) }),
 	}
 	s.base, s.cancelBase = context.WithCancel(context.Background())
