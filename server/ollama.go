@@ -298,6 +298,9 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 	if err != nil {
 		return nil, err
 	}
+	if msgs, extra, err = s.chatInput(msgs, req.Tools, extra); err != nil {
+		return nil, err
+	}
 	prompt, err := s.render(msgs, req.Tools, extra)
 	if err != nil {
 		return nil, err

@@ -366,7 +366,11 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 	if choice.none {
 		req.Tools = nil
 	}
-	prompt, err := s.render(msgs, req.Tools, req.ChatTemplateKwargs)
+	msgs, extra, err := s.chatInput(msgs, req.Tools, req.ChatTemplateKwargs)
+	if err != nil {
+		return nil, err
+	}
+	prompt, err := s.render(msgs, req.Tools, extra)
 	if err != nil {
 		return nil, err
 	}

@@ -232,30 +232,40 @@ func (s *Server) readAnswer(gen *genRequest, tools []json.RawMessage, j *jsonAns
 // shows them, or writes calls and leaves the tools to the system prompt.
 func (s *Server) takesTools() bool { return s.showsTools || s.toolSyntax.DescribesTools() }
 
-// render applies the model's chat template to a chat and the tools it
-// offers (checked first), which a template that leaves them to the system
-// prompt gets there, and one that cannot show them refuses.
-func (s *Server) render(msgs []chat.Message, tools []json.RawMessage, extra map[string]any) (string, error) {
+// chatInput checks the tools a chat offers (tools[i]'s shape) and puts
+// them where the model's template takes them: in the template's own tools
+// when it shows them; described in the system prompt when it writes calls
+// but leaves the tools to the caller (DeepSeek-V3.1's, as its model card
+// says and ollama does); refused, in ollama's words, when it cannot show
+// them at all. Done once a request, before render (which fitChat may call
+// several times).
+func (s *Server) chatInput(msgs []chat.Message, tools []json.RawMessage, extra map[string]any) ([]chat.Message, map[string]any, error) {
 	if len(msgs) == 0 {
-		return "", badRequest("messages", "messages is empty: send at least one message")
+		return nil, nil, errNoMessages
 	}
 	for i, raw := range tools {
 		if _, err := chat.ParseToolDef(raw); err != nil {
-			return "", badRequest(fmt.Sprintf("tools[%d]", i), fmt.Sprintf("tools[%d] %s", i, err))
+			return nil, nil, badRequest(fmt.Sprintf("tools[%d]", i), fmt.Sprintf("tools[%d] %s", i, err))
 		}
 	}
-	if len(tools) > 0 && !s.showsTools {
-		// A template that writes calls but not the tools (DeepSeek-V3.1's)
-		// has them described in the system prompt, as its model card says
-		// and ollama does; one that cannot show them is refused, in
-		// ollama's words.
-		if !s.takesTools() {
-			return "", badRequest("tools", fmt.Sprintf("%q does not support tools: its chat template does not show them to the model", s.model.Name))
-		}
-		msgs = chat.WithSystem(msgs, s.toolSyntax.ToolsPrompt(tools))
-		// Its model card has calls only without thinking (ollama's template
-		// drops the reasoning when tools are offered too).
-		extra = withOption(extra, "thinking", false)
+	if len(tools) == 0 || s.showsTools {
+		return msgs, extra, nil
+	}
+	if !s.takesTools() {
+		return nil, nil, badRequest("tools", fmt.Sprintf("%q does not support tools: its chat template does not show them to the model", s.model.Name))
+	}
+	// Its model card has calls only without thinking (ollama's template
+	// drops the reasoning when tools are offered too).
+	return chat.WithSystem(msgs, s.toolSyntax.ToolsPrompt(tools)), withOption(extra, "thinking", false), nil
+}
+
+var errNoMessages = badRequest("messages", "messages is empty: send at least one message")
+
+// render applies the model's chat template to a chat and the tools it
+// offers, as chatInput left them.
+func (s *Server) render(msgs []chat.Message, tools []json.RawMessage, extra map[string]any) (string, error) {
+	if len(msgs) == 0 {
+		return "", errNoMessages
 	}
 	text, err := s.model.Template.Render(chat.Input{Messages: msgs, Tools: tools, AddGenerationPrompt: true, Extra: extra})
 	if err != nil {

@@ -195,7 +195,15 @@ func TestDeepSeekToolsInSystemPrompt(t *testing.T) {
 	if err := json.Unmarshal([]byte(toolsRequest), &req); err != nil {
 		t.Fatal(err)
 	}
-	prompt, err := ts.render([]chat.Message{{Role: "system", Content: "Be"}, {Role: "system", Content: "brief."}, {Role: "user", Content: "Weather in Paris?"}}, req.Tools, nil)
+	// the prompt a chat request renders: its tools placed (chatInput), then the template
+	render := func(msgs []chat.Message, tools []json.RawMessage, extra map[string]any) (string, error) {
+		msgs, extra, err := ts.chatInput(msgs, tools, extra)
+		if err != nil {
+			return "", err
+		}
+		return ts.render(msgs, tools, extra)
+	}
+	prompt, err := render([]chat.Message{{Role: "system", Content: "Be"}, {Role: "system", Content: "brief."}, {Role: "user", Content: "Weather in Paris?"}}, req.Tools, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,17 +212,17 @@ func TestDeepSeekToolsInSystemPrompt(t *testing.T) {
 		!strings.Contains(prompt[i:j], "IMPORTANT: ALWAYS adhere to this exact format for tool use:") {
 		t.Errorf("the tools are not described in the system prompt, before the user's turn:\n%s", prompt)
 	}
-	if plain, err := ts.render([]chat.Message{{Role: "user", Content: "hi"}}, nil, nil); err != nil || strings.Contains(plain, "## Tools") {
+	if plain, err := render([]chat.Message{{Role: "user", Content: "hi"}}, nil, nil); err != nil || strings.Contains(plain, "## Tools") {
 		t.Errorf("without tools: %q, %v", plain, err)
 	}
 	// calls come only without thinking (the model card): asked to think,
 	// the prompt still closes the reasoning block when tools are offered
 	think := map[string]any{"thinking": true}
 	user := []chat.Message{{Role: "user", Content: "hi"}}
-	if p, err := ts.render(user, nil, think); err != nil || !strings.HasSuffix(p, "<｜Assistant｜><think>") {
+	if p, err := render(user, nil, think); err != nil || !strings.HasSuffix(p, "<｜Assistant｜><think>") {
 		t.Errorf("thinking without tools: %q, %v", p, err)
 	}
-	if p, err := ts.render(user, req.Tools, think); err != nil || !strings.HasSuffix(p, "<｜Assistant｜><think></think>") || think["thinking"] != true {
+	if p, err := render(user, req.Tools, think); err != nil || !strings.HasSuffix(p, "<｜Assistant｜><think></think>") || think["thinking"] != true {
 		t.Errorf("thinking with tools: %q, %v (the request's options %v)", p, err, think)
 	}
 
