@@ -18,8 +18,11 @@ const (
 	StopCancelled = "cancelled" // the context was cancelled
 	StopContext   = "context"   // the model's context is full
 	// StopConstraint: the request's Constraint is done (the output is
-	// complete), or allowed no token before it was.
+	// complete).
 	StopConstraint = "constraint"
+	// StopRefused: the request's Constraint allowed no token before it was
+	// done.
+	StopRefused = "refused"
 )
 
 // PrefillChunk is the most prompt tokens Generate gives the model in one
@@ -276,7 +279,7 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 		if !fast {
 			var ok bool
 			if tok, ok = sampleAllowed(s, req.Constraint, logits, history); !ok {
-				return finish(StopConstraint) // nothing may come
+				return finish(StopRefused) // nothing may come
 			}
 		}
 		history = append(history, tok)

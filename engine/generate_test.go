@@ -433,16 +433,18 @@ func TestGenerateConstraint(t *testing.T) {
 	// A constraint that allows nothing ends the output; one that is done
 	// ends it after the token that completed it, even the last one allowed.
 	for _, c := range []struct {
-		e     *evens
-		max   int
-		want  []int32
-		calls int
-	}{{&evens{none: true}, 4, []int32{}, 1}, {&evens{doneAt: 2}, 4, []int32{4, 6}, 2}, {&evens{doneAt: 2}, 2, []int32{4, 6}, 2}} {
+		e      *evens
+		max    int
+		want   []int32
+		calls  int
+		reason string
+	}{{&evens{none: true}, 4, []int32{}, 1, StopRefused}, {&evens{doneAt: 2}, 4, []int32{4, 6}, 2, StopConstraint},
+		{&evens{doneAt: 2}, 2, []int32{4, 6}, 2, StopConstraint}} {
 		f = &fakeModel{vocab: 10, ctx: 64, script: []int32{4, 6, 8}}
 		got = nil
 		res, err = Generate(context.Background(), f, Request{Prompt: []int32{1}, MaxTokens: c.max, Constraint: c.e}, collect(f, &got))
-		if err != nil || !slices.Equal(idsOf(got), c.want) || res.StopReason != StopConstraint || len(f.calls) != c.calls {
-			t.Errorf("emitted %v after %d passes, stop %s, error %v; want %v after %d, constraint", idsOf(got), len(f.calls), res.StopReason, err, c.want, c.calls)
+		if err != nil || !slices.Equal(idsOf(got), c.want) || res.StopReason != c.reason || len(f.calls) != c.calls {
+			t.Errorf("emitted %v after %d passes, stop %s, error %v; want %v after %d, %s", idsOf(got), len(f.calls), res.StopReason, err, c.want, c.calls, c.reason)
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/latent-ai/latent/chat"
-	"github.com/latent-ai/latent/constrain"
 	"github.com/latent-ai/latent/engine"
 )
 
@@ -28,12 +27,9 @@ type genRequest struct {
 	// tools are the tool definitions a chat request offered, whose calls
 	// are read in the syntax the model's template writes (Server.toolSyntax).
 	tools []json.RawMessage
-	// json asks for an answer that is one JSON object (constrain.JSON).
-	json *jsonAnswer
-	// call, when set, is what a required call holds the answer to: its
-	// opening markup first, its closing markup before the end, and the
-	// reasoning block it may write before them.
-	call *constrain.Prefix
+	// constraint, when set, holds the answer to one JSON object
+	// (readAnswer) or to a required call (requireCall).
+	constraint engine.Constraint
 }
 
 // opensReasoning reports whether the answer starts inside a reasoning block
@@ -184,14 +180,8 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 			stopGen()
 		}
 	}
-	ereq := engine.Request{Prompt: ids, MaxTokens: req.maxTokens, EOG: m.Tokenizer.EOG(), Sampler: req.sampler.AsUserGave()}
-	var object *constrain.JSONTokens
-	if j := req.json; j != nil {
-		object = constrain.NewJSONTokens(s.vocab(), j.schema)
-		ereq.Constraint = object
-	} else if c := req.call; c != nil {
-		ereq.Constraint = constrain.NewPrefixTokens(s.vocab(), *c)
-	}
+	ereq := engine.Request{Prompt: ids, MaxTokens: req.maxTokens, EOG: m.Tokenizer.EOG(), Sampler: req.sampler.AsUserGave(),
+		Constraint: req.constraint}
 	out, err := s.session.Generate(gctx, ereq, func(t engine.Token) error {
 		if stopped {
 			return nil
@@ -220,7 +210,7 @@ func (s *Server) generate(ctx context.Context, req *genRequest, emit func(piece)
 	case writeErr != nil:
 		return nil, writeErr
 	case out.StopReason == engine.StopEOS || out.StopReason == engine.StopSequence,
-		out.StopReason == engine.StopConstraint && object != nil && object.Done(): // the JSON object is whole
+		out.StopReason == engine.StopConstraint: // the JSON object is whole
 		res.reason = "stop"
 	default:
 		res.reason = "length"

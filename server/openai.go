@@ -456,17 +456,17 @@ func (s *Server) requireCall(gen *genRequest, tools []json.RawMessage, name stri
 		return bad("requires a call, but the request offers no tools")
 	case name != "" && !slices.ContainsFunc(tools, func(t json.RawMessage) bool { return toolName(t) == name }):
 		return bad(fmt.Sprintf("names the function %q, which is not among the tools", name))
-	case gen.json != nil:
+	case gen.constraint != nil: // readAnswer's JSON object
 		return bad("requires a call, which a JSON response_format excludes")
 	case syn == nil:
 		return bad(fmt.Sprintf("requires a call, but %q writes calls in no syntax latent reads", s.model.Name))
 	}
 	prefix, next := syn.CallPrefix(name)
-	c := &constrain.Prefix{Text: prefix, Next: next, End: syn.CallEnd(), Again: syn.Begin, Close: chat.ThinkClose, Inside: gen.opensReasoning()}
+	c := constrain.Prefix{Text: prefix, Next: next, End: syn.CallEnd(), Again: syn.Begin, Close: chat.ThinkClose, Inside: gen.opensReasoning()}
 	if !c.Inside && s.thinks && !chat.ClosesReasoning(gen.prompt) {
 		c.Open = chat.ThinkOpen // the model may open its reasoning itself (Qwen3, R1); a prompt that closed it turned it off
 	}
-	gen.call = c
+	gen.constraint = constrain.NewPrefixTokens(s.vocab(), c)
 	return nil
 }
 

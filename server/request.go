@@ -221,7 +221,7 @@ func (s *Server) readAnswer(gen *genRequest, tools []json.RawMessage, j *jsonAns
 	case j != nil && gen.opensReasoning():
 		return badRequest(param, "the chat template opens a reasoning block for this request, and a JSON answer must come first (turn thinking off)")
 	case j != nil:
-		gen.json = j
+		gen.constraint = constrain.NewJSONTokens(s.vocab(), j.schema)
 	case len(tools) > 0:
 		gen.tools = tools
 	}
