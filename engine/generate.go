@@ -78,11 +78,8 @@ func sampleAllowed(s *Sampler, c Constraint, logits []float32, history []int32) 
 				}
 			}
 		}
-		// rounding in the draw can land on a removed token: then the largest allowed one
 		if tok = s.Sample(logits, history); !c.Allow(tok) {
-			if tok = greedy(logits); !c.Allow(tok) {
-				return 0, false
-			}
+			return 0, false // every token was removed
 		}
 	}
 	c.Accept(tok)

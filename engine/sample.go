@@ -392,13 +392,17 @@ func (s *Sampler) draw(cand []candidate, top float32, u float64) int32 {
 		sum += w[i]
 	}
 	r := u * sum
+	last := cand[0].id // the last candidate with a weight: where rounding that leaves r above them all lands
 	for i, x := range w {
+		if x > 0 {
+			last = cand[i].id
+		}
 		if r < x {
 			return cand[i].id
 		}
 		r -= x
 	}
-	return cand[len(cand)-1].id // rounding left r just above the last weight
+	return last
 }
 
 // topK gathers the k best tokens of l into dst (unsorted) with a min-heap

@@ -442,3 +442,18 @@ func TestAsUserGave(t *testing.T) {
 		}
 	}
 }
+
+// A draw whose number is just below 1 can leave, by rounding, a remainder
+// above every weight: it lands on the last candidate that has a weight,
+// never on a -Inf one (a token a constraint removed). The logits are a case
+// where the walk runs past the last finite weight (found by search).
+func TestDrawNeverPicksMinusInf(t *testing.T) {
+	l := []float32{-2.14565, 1.0132811, -2.9144568, 3.3928084, 2.8041203, -4.8236647, float32(math.Inf(-1))}
+	s, err := NewSampler(SamplerOptions{Temperature: 0.7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok := s.SampleWith(l, nil, math.Nextafter(1, 0)); tok != 5 {
+		t.Errorf("drew token %d with u just below 1, want 5 (the last with a weight)", tok)
+	}
+}

@@ -453,8 +453,9 @@ extern "C" __global__ void __launch_bounds__(1024) pick_draw(int* out, const u64
         double sum = 0.;
         for (int i = 0; i < q; i++) sum += e2[i];
         double r = a->u * sum;
-        tok = key_id(s[q - 1]);
+        tok = key_id(s[0]);  // the last candidate with a weight: where rounding that leaves r above them all lands
         for (int i = 0; i < q; i++) {
+            if (e2[i] > 0.) tok = key_id(s[i]);
             if (r < e2[i]) {
                 tok = key_id(s[i]);
                 break;
