@@ -198,6 +198,3 @@ func (c *PrefixTokens) Accept(id int32) {
 
 // Done is false: the forced text leaves the answer open, to end as any answer does.
 func (c *PrefixTokens) Done() bool { return false }
-
-// written reports whether the forced text (and its next byte) has been written.
-func (c *PrefixTokens) written() bool { return c.st.phase == ending || c.st.phase == free }

@@ -130,3 +130,6 @@ func FuzzPrefixTokens(f *testing.F) {
 		}
 	})
 }
+
+// written reports whether the forced text (and its next byte) has been written.
+func (c *PrefixTokens) written() bool { return c.st.phase == ending || c.st.phase == free }

@@ -378,23 +378,20 @@ func (s *Schema) parseType(v json.RawMessage) error {
 // parseProps reads properties in the order the schema writes them (the
 // order the answer is asked to follow, as OpenAI's strict mode does).
 func (p *schemaParser) parseProps(s *Schema, v json.RawMessage, at string, depth int) error {
-	names, err := keysInOrder(v)
+	members, err := membersInOrder(v)
 	if err != nil {
 		return fmt.Errorf("properties: %w", err)
 	}
-	if len(names) > maxProps {
+	if len(members) > maxProps {
 		return fmt.Errorf("more than %d properties", maxProps)
 	}
-	var props map[string]json.RawMessage
-	if err := json.Unmarshal(v, &props); err != nil {
-		return fmt.Errorf("properties is not an object")
-	}
 	s.props = []prop{}
-	for _, n := range names {
+	for _, m := range members {
+		n := m.name
 		if needsEscape(n) {
 			return fmt.Errorf("property name %q needs escapes, which are not supported", n)
 		}
-		ps, err := p.parse(props[n], at+n+".", depth+1)
+		ps, err := p.parse(m.value, at+n+".", depth+1)
 		if err != nil {
 			return err
 		}
@@ -403,29 +400,35 @@ func (p *schemaParser) parseProps(s *Schema, v json.RawMessage, at string, depth
 	return nil
 }
 
-// keysInOrder lists a JSON object's keys as written.
-func keysInOrder(raw json.RawMessage) ([]string, error) {
+// member is one of a JSON object's members.
+type member struct {
+	name  string
+	value json.RawMessage
+}
+
+// membersInOrder lists a JSON object's members as written.
+func membersInOrder(raw json.RawMessage) ([]member, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, fmt.Errorf("not an object")
 	}
-	var keys []string
+	var members []member
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
 			return nil, err
 		}
 		k := t.(string)
-		if slices.Contains(keys, k) {
+		if slices.ContainsFunc(members, func(m member) bool { return m.name == k }) {
 			return nil, fmt.Errorf("%q is there twice", k)
 		}
-		keys = append(keys, k)
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
+		m := member{name: k}
+		if err := dec.Decode(&m.value); err != nil {
 			return nil, err
 		}
+		members = append(members, m)
 	}
-	return keys, nil
+	return members, nil
 }
 
 // parseEnum reads an enum and a const: strings written without escapes,
