@@ -1,6 +1,9 @@
 package constrain
 
-import "strings"
+import (
+	"math"
+	"strings"
+)
 
 // PrefixTokens makes a generation write a given text first (engine.Constraint), as a required tool call
 // begins with the call's opening markup; see Prefix for what may come around it. Tokens count by the bytes
@@ -46,8 +49,11 @@ const (
 	free
 )
 
-// maxSpace bounds the whitespace a model may write before the forced text.
-const maxSpace = 16
+// maxSpace bounds the whitespace (space bytes) a model may write before the forced text.
+const (
+	maxSpace = 16
+	space    = " \t\r\n"
+)
 
 // NewPrefixTokens starts a generation held to p, whose Text must not be empty.
 func NewPrefixTokens(v *Vocab, p Prefix) *PrefixTokens {
@@ -131,7 +137,7 @@ func (c *PrefixTokens) feed(st *prefixState, piece string) bool {
 				return false
 			}
 			if st.written == 0 {
-				trimmed := strings.TrimLeft(piece, " \t\r\n")
+				trimmed := strings.TrimLeft(piece, space)
 				if st.spaceLen += len(piece) - len(trimmed); st.spaceLen > maxSpace {
 					return false
 				}
@@ -194,6 +200,45 @@ func (c *PrefixTokens) Accept(id int32) {
 	if !c.v.tok.IsEOG(id) {
 		c.feed(&c.st, c.v.tok.Piece(id))
 	}
+}
+
+// Mask sets the logit of every token Allow refuses to -Inf (engine.Masker). Tokens are tried by their
+// first byte: while the text is due (or the byte after it), a group whose first byte cannot come next goes
+// at once, and only the others are asked one by one.
+func (c *PrefixTokens) Mask(logits []float32) {
+	refuse := float32(math.Inf(-1))
+	for b, group := range &c.v.byFirst {
+		if len(group) == 0 {
+			continue
+		}
+		may := c.mayStart(byte(b))
+		for _, id := range group {
+			if int(id) < len(logits) && (!may || !c.Allow(id)) {
+				logits[id] = refuse
+			}
+		}
+	}
+	for _, id := range c.v.rest {
+		if int(id) < len(logits) && !c.Allow(id) {
+			logits[id] = refuse
+		}
+	}
+	for id := c.v.tok.Vocab(); id < len(logits); id++ { // a padded vocabulary's ids past the tokenizer's
+		logits[id] = refuse
+	}
+}
+
+// mayStart reports whether a token whose text starts with b may come next, as far as that byte tells.
+func (c *PrefixTokens) mayStart(b byte) bool {
+	st := &c.st
+	switch st.phase {
+	case writing:
+		at := func(s string) bool { return st.written < len(s) && s[st.written] == b }
+		return st.written == 0 && strings.IndexByte(space, b) >= 0 || st.mayText && at(c.p.Text) || st.mayOpen && at(c.p.Open)
+	case boundary:
+		return strings.IndexByte(c.p.Next, b) >= 0
+	}
+	return true
 }
 
 // Done is false: the forced text leaves the answer open, to end as any answer does.

@@ -1,6 +1,7 @@
 package constrain
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -133,3 +134,38 @@ func FuzzPrefixTokens(f *testing.F) {
 
 // written reports whether the forced text (and its next byte) has been written.
 func (c *PrefixTokens) written() bool { return c.st.phase == ending || c.st.phase == free }
+
+// Mask removes exactly the tokens Allow refuses, at every token of outputs that go through each phase:
+// whitespace before the text, the text, the byte after it, a reasoning block, End due, free.
+func TestPrefixMaskIsAllow(t *testing.T) {
+	tok := goldenTokenizer(t, "tiny-glm-f32.gguf")
+	v := NewVocab(tok)
+	const call = "<tool_call>"
+	for _, tc := range []struct {
+		p    Prefix
+		text string
+	}{
+		{Prefix{Text: call + "get_weather", Next: "<\n", End: "</tool_call>", Again: call}, "  \n" + call + "get_weather<arg_key>a</arg_key></tool_call> ok"},
+		{Prefix{Text: call, Open: "<think>", Close: "</think>"}, "<think>Let me look.</think>\n" + call + "x"},
+		{Prefix{Text: call, Close: "</think>", Inside: true}, "hmm</think>" + call},
+		{Prefix{Text: "<th" + "x", Open: "<think>", Close: "</think>"}, "<thx then"}, // text and Open share bytes
+	} {
+		c := NewPrefixTokens(v, tc.p)
+		logits := make([]float32, tok.Vocab()+3)
+		for step, id := range append([]int32{-1}, tok.Encode(tc.text, false)...) {
+			if id >= 0 {
+				if !c.Allow(id) {
+					t.Fatalf("%q: token %d (%q) refused", tc.text, step, tok.Piece(id))
+				}
+				c.Accept(id)
+			}
+			clear(logits)
+			c.Mask(logits)
+			for i, l := range logits {
+				if got, want := !math.IsInf(float64(l), -1), c.Allow(int32(i)); got != want {
+					t.Fatalf("%q after %d tokens: token %d (%q) kept %v, Allow says %v", tc.text, step, i, tok.Piece(int32(i)), got, want)
+				}
+			}
+		}
+	}
+}
