@@ -404,10 +404,28 @@ __device__ __forceinline__ void rows_dot(const u8* base, i64 rowBytes, int nrows
     }
 }
 
+// PreLoads are the first steps' loads a kernel issues before its input is
+// ready: 8 16-byte words a lane.
+template <int TY> using PreLoads = RowLoads<TY, 8 / Q1<TY>::W>;
+
+// row_steps is how many rows_dot steps nrows rows of nb blocks take.
+__device__ __forceinline__ int row_steps(int nrows, int nb) {
+    const int rstep = ATT_WARPS * (32 >> lanes_log2(nb));
+    return (nrows + rstep - 1) / rstep;
+}
+
+// rows_from sets out[r] for the rows of steps [0, st1): those pre holds
+// (loaded from base earlier), then the rest as rows_dot does.
+template <int TY>
+__device__ __forceinline__ void rows_from(const PreLoads<TY>& pre, const u8* base, i64 rowBytes, int nrows, int nb, int st1, const i8* sq,
+                                          const float* sd, const int* sa, float* out) {
+    constexpr int N = 8 / Q1<TY>::W;
+    pre.sum(nrows, nb, 0, st1, sq, sd, sa, out);
+    rows_dot<TY>(base, rowBytes, nrows, nb, N, st1, sq, sd, sa, out);
+}
+
 template <int TK, int TV>
 __device__ __forceinline__ void attn_decode_impl(const AD& p) {
-    using QK = Q1<TK>;
-    constexpr int WK = QK::W, PRE = 8 / WK;  // k_b load sets held before the wait
     __shared__ __align__(16) float qsh[CACHE_W];
     __shared__ __align__(16) i8 sq[KV_LORA > 1024 ? KV_LORA : 1024];
     __shared__ float sd[KV_LORA / 32 > 32 ? KV_LORA / 32 : 32], red[32];
@@ -415,15 +433,15 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     __shared__ __align__(16) cache_t crow[CACHE_W];
     __shared__ __align__(16) float osh[KV_LORA];
     const int h = blockIdx.x, s = blockIdx.y, S = p.S;
-    // lanes, rows and steps as shifts: this runs when the kernel before
-    // frees the SM, on the step's critical path
+    // (row_steps' count written out: through the call NVRTC 12.4 schedules
+    // this kernel differently, unmeasured)
     const int nope = (int)p.nope, nbk = nope / 32, rstep = ATT_WARPS * (32 >> lanes_log2(nbk));
     const int nsteps = (KV_LORA + rstep - 1) / rstep;
     const u8* kbh = p.kb + (i64)h * KV_LORA * p.kbRow;
 
     // Before waiting for the kernel before: k_b[h]'s first rows into
     // registers, v_b[h] (this split's share) into L2.
-    RowLoads<TK, PRE> pre;
+    PreLoads<TK> pre;
     pre.load(kbh, p.kbRow, KV_LORA, nbk, 0, nsteps);
     {
         const i64 len = p.vdim * p.vbRow;
@@ -486,8 +504,7 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     }
 
     // q_lat = k_b[h]·q_nope
-    pre.sum(KV_LORA, nbk, 0, nsteps, sq, sd, sa, qsh);
-    rows_dot<TK>(kbh, p.kbRow, KV_LORA, nbk, PRE, nsteps, sq, sd, sa, qsh);
+    rows_from<TK>(pre, kbh, p.kbRow, KV_LORA, nbk, nsteps, sq, sd, sa, qsh);
     rope_query(qsh, copied ? qpe : qh + nope, [&](int k, float& a, float& b) {
         if (p.qfreqs) rotate(a, b, qrot[k]);
     });
@@ -504,8 +521,8 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     __syncthreads();
     round_row_q8(osh, KV_LORA, nullptr, 0.f, sq, sd, sa, red);
     __syncthreads();
-    const int nbv = KV_LORA / 32, vstep = ATT_WARPS * (32 >> lanes_log2(nbv));
-    rows_dot<TV>(p.vb + (i64)h * p.vdim * p.vbRow, p.vbRow, (int)p.vdim, nbv, 0, ((int)p.vdim + vstep - 1) / vstep, sq, sd, sa,
+    const int nbv = KV_LORA / 32;
+    rows_dot<TV>(p.vb + (i64)h * p.vdim * p.vbRow, p.vbRow, (int)p.vdim, nbv, 0, row_steps((int)p.vdim, nbv), sq, sd, sa,
                  p.out + (i64)h * p.vdim);
 }
 
@@ -631,25 +648,17 @@ __device__ __forceinline__ void split_f16(float v, u16* d, i64 lo) {
     d[lo] = f2h(v - h2f(hi));
 }
 
-// mla_steps is how many rows_dot steps rows rows of nb blocks take.
-__device__ __forceinline__ int mla_steps(int rows, int nb) {
-    const int rstep = ATT_WARPS * (32 >> lanes_log2(nb));
-    return (rows + rstep - 1) / rstep;
-}
-
 // mla_rows sets out[i], i < rows, to row i of w (rows of nb Q8_0-sized
 // blocks) times x (K values, rounded here to Q8_0 blocks in shared memory),
 // summed as mmv1 sums them; pre holds the loads of the first steps, issued
-// by the caller (rows_dot's steps, the rest loaded here).
-template <int TY, int N>
-__device__ __forceinline__ void mla_rows(const RowLoads<TY, N>& pre, const u8* w, i64 rowBytes, int rows, int nb, const float* x, int K,
+// by the caller (of st1 = row_steps(rows, nb) steps, the rest loaded here).
+template <int TY>
+__device__ __forceinline__ void mla_rows(const PreLoads<TY>& pre, const u8* w, i64 rowBytes, int rows, int nb, int st1, const float* x, int K,
                                          float* out, i8* sq, float* sd, int* sa, float* red) {
-    const int st1 = mla_steps(rows, nb);
     __syncthreads();
     round_row_q8(x, K, nullptr, 0.f, sq, sd, sa, red);
     __syncthreads();
-    pre.sum(rows, nb, 0, st1, sq, sd, sa, out);
-    rows_dot<TY>(w, rowBytes, rows, nb, N, st1, sq, sd, sa, out);
+    rows_from<TY>(pre, w, rowBytes, rows, nb, st1, sq, sd, sa, out);
 }
 
 template <int TK, int TV, int MT>
@@ -681,9 +690,10 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     // token's own cache row instead.
     const bool qrows = b < G - 1;
     const Share qsh = head_share(b, G - 1, H, KV_LORA), vsh = head_share(b, G, H, vdim);
-    const int nbq = nope / 32, nbv = KV_LORA / 32, nq = qrows ? qsh.i1 - qsh.i0 : 0, nv = vsh.i1 - vsh.i0;
-    const u8* kbw = p.kb + ((i64)qsh.h * KV_LORA + qsh.i0) * p.kbRow;
-    const u8* vbw = p.vb + ((i64)vsh.h * vdim + vsh.i0) * p.vbRow;
+    const int q0 = qsh.i0, v0 = vsh.i0;
+    const int nbq = nope / 32, nbv = KV_LORA / 32, nq = qrows ? qsh.i1 - q0 : 0, nv = vsh.i1 - v0;
+    const u8* kbw = p.kb + ((i64)qsh.h * KV_LORA + q0) * p.kbRow;
+    const u8* vbw = p.vb + ((i64)vsh.h * vdim + v0) * p.vbRow;
 
     // Before waiting for the kernel before: this block's k_b and v_b rows
     // into L2. (Loading the first ones into registers there instead, and
@@ -718,11 +728,12 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     const i64 QLO = (i64)MR * CACHE_W;  // the lo halves' offset in qh
     if (qrows) {
         // the first rows' loads go out before the rounding
-        RowLoads<TK, 8 / Q1<TK>::W> qpre;
-        qpre.load(kbw, p.kbRow, nq, nbq, 0, mla_steps(nq, nbq));
-        mla_rows(qpre, kbw, p.kbRow, nq, nbq, p.q + (i64)qsh.h * qw, nope, tmp, sq, sd, sa, red);
+        PreLoads<TK> qpre;
+        const int st1 = row_steps(nq, nbq);
+        qpre.load(kbw, p.kbRow, nq, nbq, 0, st1);
+        mla_rows<TK>(qpre, kbw, p.kbRow, nq, nbq, st1, p.q + (i64)qsh.h * qw, nope, tmp, sq, sd, sa, red);
         __syncthreads();
-        for (int i = threadIdx.x; i < nq; i += blockDim.x) split_f16(tmp[i] * p.scale, p.qh + (i64)qsh.h * CACHE_W + qsh.i0 + i, QLO);
+        for (int i = threadIdx.x; i < nq; i += blockDim.x) split_f16(tmp[i] * p.scale, p.qh + (i64)qsh.h * CACHE_W + q0 + i, QLO);
     } else {
         // every head's q_pe, each pair's rotation taken once for all heads
         for (int k = threadIdx.x; k < HALF; k += blockDim.x)
@@ -900,10 +911,11 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
 
     // 4. o = v_b·latent, this block's rows of its head (the latent copied
     // in past L1)
-    RowLoads<TV, 8 / Q1<TV>::W> vpre;
-    vpre.load(vbw, p.vbRow, nv, nbv, 0, mla_steps(nv, nbv));
+    PreLoads<TV> vpre;
+    const int vst1 = row_steps(nv, nbv);
+    vpre.load(vbw, p.vbRow, nv, nbv, 0, vst1);
     for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) tmp[i] = __ldcg(p.olat + (i64)h * KV_LORA + i);
-    mla_rows(vpre, vbw, p.vbRow, nv, nbv, tmp, KV_LORA, p.out + (i64)h * vdim + vsh.i0, sq, sd, sa, red);
+    mla_rows<TV>(vpre, vbw, p.vbRow, nv, nbv, vst1, tmp, KV_LORA, p.out + (i64)h * vdim + v0, sq, sd, sa, red);
     // the last block out resets the barrier for the next launch
     __syncthreads();
     if (threadIdx.x == 0) {
