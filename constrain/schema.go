@@ -479,7 +479,8 @@ func (s *Schema) parseEnum(enum, konst json.RawMessage) error {
 	return nil
 }
 
-// nullable reads anyOf or oneOf of one schema and {"type": "null"}: an
+// nullable reads anyOf or oneOf of one schema and a schema of null alone
+// ({"type": "null"}, with a description or as a list, or a const null): an
 // alias of the schema that allows null too.
 func (p *schemaParser) nullable(k string, v json.RawMessage, at string, depth int) (*Schema, error) {
 	var alts []json.RawMessage
@@ -489,16 +490,16 @@ func (p *schemaParser) nullable(k string, v json.RawMessage, at string, depth in
 	var other *Schema
 	nullable := false
 	for _, a := range alts {
-		if string(bytes.Join(bytes.Fields(a), nil)) == `{"type":"null"}` {
-			nullable = true
-			continue
-		}
-		if other != nil {
-			return nil, fmt.Errorf("%s%s of more than one schema besides null is not supported", where(at), k)
-		}
-		var err error
-		if other, err = p.parse(a, at, depth); err != nil {
+		s, err := p.parse(a, at, depth)
+		switch {
+		case err != nil:
 			return nil, err
+		case s.alias == nil && s.types == tNull:
+			nullable = true
+		case other != nil:
+			return nil, fmt.Errorf("%s%s of more than one schema besides null is not supported", where(at), k)
+		default:
+			other = s
 		}
 	}
 	if other == nil {

@@ -109,6 +109,9 @@ func TestSchemaCases(t *testing.T) {
 		{nullableEnum, `{"e": "y", "f": null}`, -1, true},
 		{nullableEnum, `{"e": null}`, 6, false},
 		{nullableEnum, `{"f": "x"}`, -1, true},
+		// null written in other words beside the schema
+		{`{"type": "object", "properties": {"a": {"anyOf": [{"type": "integer"}, {"type": ["null"], "description": "none"}]}}}`, `{"a": null}`, -1, true},
+		{`{"type": "object", "properties": {"a": {"oneOf": [{"const": null}, {"type": "integer"}]}}}`, `{"a": 7}`, -1, true},
 		{`{"type": "object", "additionalProperties": false}`, `{}`, -1, true},
 		{`{"type": "object", "additionalProperties": false}`, `{"zz": 1}`, 1, false},
 		{`{"type": "object"}`, `{"zz": [1, {"a": null}]}`, -1, true},
