@@ -64,3 +64,29 @@ func TestMaskIsAllow(t *testing.T) {
 		}
 	}
 }
+
+// A vocabulary with SentencePiece's byte fallback spells a character it has
+// no token for with byte tokens, one byte each: a JSON answer may too.
+func TestJSONTokensByteFallback(t *testing.T) {
+	toks := []string{`{"a":"`, `"}`, "<0xE2>", "<0x82>", "<0xAC>", "<ctl>"}
+	types := []int64{tokenizer.TypeNormal, tokenizer.TypeNormal, tokenizer.TypeByte, tokenizer.TypeByte, tokenizer.TypeByte, tokenizer.TypeControl}
+	tok, err := tokenizer.New(tokenizer.Config{Pre: "llama3", Tokens: toks, Types: types, BOS: -1, EOS: -1, EOT: -1, EOM: -1, AddBOS: new(bool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewJSONTokens(NewVocab(tok), nil)
+	for i, id := range []int32{0, 2, 3, 4, 1} { // {"a":"€"}
+		if !c.Allow(id) {
+			t.Fatalf("token %d (%q), the %d-th, refused", id, tok.Piece(id), i+1)
+		}
+		c.Accept(id)
+	}
+	if !c.Done() {
+		t.Error(`{"a":"€"} written with byte tokens is not a whole object`)
+	}
+	c = NewJSONTokens(NewVocab(tok), nil)
+	c.Accept(0)
+	if c.Allow(5) {
+		t.Error("a control token allowed inside a string")
+	}
+}

@@ -514,9 +514,12 @@ func (t *Tokenizer) IsEOG(id int32) bool {
 // EOG lists the tokens that end a generation, in increasing order.
 func (t *Tokenizer) EOG() []int32 { return slices.Clone(t.eog) }
 
-// IsText reports whether id is an ordinary token, one that stands for text
-// (not a control, user-defined, unknown or unused one).
-func (t *Tokenizer) IsText(id int32) bool { return t.inVocab(id) && t.attrs[id]&attrNormal != 0 }
+// IsText reports whether id stands for text: an ordinary token or a byte
+// token (SentencePiece's <0xXX> fallback, one byte of a character), not a
+// control, user-defined, unknown, unused or undefined one.
+func (t *Tokenizer) IsText(id int32) bool {
+	return t.inVocab(id) && t.attrs[id]&(attrNormal|attrByte) != 0
+}
 
 // Token returns id's vocabulary text (GPT-2 characters for normal tokens),
 // or "" for an id outside the vocabulary.

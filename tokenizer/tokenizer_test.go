@@ -323,3 +323,19 @@ func FuzzEncode(f *testing.F) {
 		}
 	})
 }
+
+// Byte tokens stand for text (one byte each); control tokens do not.
+func TestIsText(t *testing.T) {
+	for _, c := range []struct {
+		typ  int64
+		want bool
+	}{{TypeByte, true}, {TypeNormal, true}, {TypeControl, false}, {TypeUserDefined, false}, {TypeUnused, false}} {
+		tok := newTestTokenizer(t, []string{"<0xE2>"}, c.typ)
+		if got := tok.IsText(256); got != c.want {
+			t.Errorf("token type %d: IsText %v, want %v", c.typ, got, c.want)
+		}
+	}
+	if p := newTestTokenizer(t, []string{"<0xE2>"}, TypeByte).Piece(256); p != "\xe2" {
+		t.Errorf("byte token's piece %q, want \\xe2", p)
+	}
+}
