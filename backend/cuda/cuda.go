@@ -91,9 +91,9 @@ type Backend struct {
 	MLAFrom   int
 	nLaunch   uint64
 	prof      *profiler
-	pdl       bool // launches use programmatic dependent launch (cuLaunchKernelEx)
-	pdlConf   launchConfig
-	pdlAttr   launchAttr
+	pdl       bool         // launches use programmatic dependent launch (cuLaunchKernelEx)
+	exConf    launchConfig // cuLaunchKernelEx's configuration and attributes, reused
+	exAttrs   [2]launchAttr
 	mmv1Names map[[4]int]string
 	closed    bool
 }

@@ -2,6 +2,7 @@ package cuda_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -593,50 +594,63 @@ func TestPipelinedGreedyGPU(t *testing.T) {
 // at the golden models' (rows of 32 lanes, G rows a warp, glm's shared
 // expert folded into the routed launches), a two-layer synthesized file
 // gives the same logits bit for bit with and without the fusions, over a
-// prompt and one-token steps replayed as graphs.
+// prompt and one-token steps replayed as graphs. The contexts give
+// attn_decode one split (64 positions), three (200: uneven shares of k_b
+// and v_b rows and latent groups among a cluster's blocks) and eight (600,
+// the most), with prompts that leave splits empty (5) or fill them.
 func TestRealWidthsFusedAsUnfused(t *testing.T) {
 	needGPU(t)
 	for _, preset := range []string{"deepseek-v2-lite", "glm-4.7-flash", "youtu-llm-2b"} {
 		t.Run(preset, func(t *testing.T) {
 			path := twoLayers(t, preset, 1)
-			run := func(fusion bool) ([][]float32, uint64) {
-				lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 64})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer lm.Close()
-				be := lm.Backend.(*cuda.Backend)
-				be.NoFusion = !fusion
-				be.MLAFrom = math.MaxInt // attn_decode's f16 sums are the unfused kernels' bit for bit; mla_decode's are not
-				m := lm.Model
-				logits, err := m.Forward([]int32{1, 500, 77, 9000, 42}, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				steps := [][]float32{slices.Clone(logits)}
-				var kernels uint64
-				for i := range 4 {
-					before := be.Launches()
-					logits, err = m.Forward([]int32{int32(100 + i)}, false)
-					if err != nil {
-						t.Fatal(err)
-					}
-					kernels = be.Launches() - before
-					steps = append(steps, slices.Clone(logits))
-				}
-				return steps, kernels
-			}
-			fused, nf := run(true)
-			plain, np := run(false)
-			for i := range fused {
-				if d := maxAbsDiff(fused[i], plain[i]); d != 0 {
-					t.Errorf("step %d: fused and unfused logits differ by %.3g", i, d)
-				}
-			}
-			t.Logf("%s, 2 layers: %d kernels a step fused, %d unfused", preset, nf, np)
-			if nf >= np {
-				t.Errorf("%d kernels a step fused, not fewer than %d unfused", nf, np)
+			for _, c := range []struct{ context, prompt int }{{64, 5}, {200, 5}, {200, 150}, {600, 300}} {
+				t.Run(fmt.Sprintf("%d/%d", c.context, c.prompt), func(t *testing.T) { fusedAsUnfused(t, path, c.context, c.prompt) })
 			}
 		})
+	}
+}
+
+func fusedAsUnfused(t *testing.T, path string, context, promptLen int) {
+	prompt := make([]int32, promptLen)
+	for i := range prompt {
+		prompt[i] = int32(1 + (i*7919)%30000)
+	}
+	run := func(fusion bool) ([][]float32, uint64) {
+		lm, err := model.Load(path, model.Options{Backend: "cuda", Context: context})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lm.Close()
+		be := lm.Backend.(*cuda.Backend)
+		be.NoFusion = !fusion
+		be.MLAFrom = math.MaxInt // attn_decode's f16 sums are the unfused kernels' bit for bit; mla_decode's are not
+		m := lm.Model
+		logits, err := m.Forward(prompt, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps := [][]float32{slices.Clone(logits)}
+		var kernels uint64
+		for i := range 4 {
+			before := be.Launches()
+			logits, err = m.Forward([]int32{int32(100 + i)}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kernels = be.Launches() - before
+			steps = append(steps, slices.Clone(logits))
+		}
+		return steps, kernels
+	}
+	fused, nf := run(true)
+	plain, np := run(false)
+	for i := range fused {
+		if d := maxAbsDiff(fused[i], plain[i]); d != 0 {
+			t.Errorf("step %d: fused and unfused logits differ by %.3g", i, d)
+		}
+	}
+	t.Logf("2 layers: %d kernels a step fused, %d unfused", nf, np)
+	if nf >= np {
+		t.Errorf("%d kernels a step fused, not fewer than %d unfused", nf, np)
 	}
 }

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"embed"
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"slices"
@@ -276,6 +277,7 @@ type launch struct {
 	a0, n       int
 	structArg   bool
 	shmem       uint32 // dynamic shared memory bytes
+	cluster     uint32 // blocks of a thread block cluster along y (grid2(x, cluster)), or 0
 	skip        bool   // a lazily recorded norm nobody needed
 	bytes       int64  // device memory the kernel reads and writes, for profiles
 	mq          *mq    // the parameters of an mmvq launch, for fusing
@@ -301,7 +303,12 @@ type launchAttr struct {
 
 // attrProgrammaticSerialization lets a kernel launch while the previous one
 // still runs; the kernel orders itself with griddepcontrol.wait.
-const attrProgrammaticSerialization = 6
+// attrClusterDimension makes thread block clusters of the launch's blocks
+// (Hopper), its value three uint32: blocks along x, y and z.
+const (
+	attrClusterDimension          = 4
+	attrProgrammaticSerialization = 6
+)
 
 func grid1(x int) [3]uint32    { return [3]uint32{uint32(max(x, 1)), 1, 1} }
 func grid2(x, y int) [3]uint32 { return [3]uint32{uint32(max(x, 1)), uint32(max(y, 1)), 1} }
@@ -374,6 +381,7 @@ func (b *Backend) signature() uint64 {
 		mix(uint64(l.grid[0]) | uint64(l.grid[1])<<32)
 		mix(uint64(l.grid[2]) | uint64(l.block[0])<<32)
 		mix(uint64(l.n) | uint64(l.shmem)<<32)
+		mix(uint64(l.cluster))
 		for _, a := range b.args[l.a0 : l.a0+l.n] {
 			mix(a)
 		}
@@ -408,11 +416,23 @@ func (b *Backend) issue() error {
 			ev0 = b.prof.before(b)
 		}
 		var r uintptr
-		if b.pdl { // every kernel orders itself (pdl_entry), so any may start before the previous one ends
-			b.pdlAttr.id, b.pdlAttr.val[0] = attrProgrammaticSerialization, 1
-			b.pdlConf = launchConfig{grid: l.grid, block: l.block, shmem: l.shmem, stream: b.stream,
-				attrs: uintptr(unsafe.Pointer(&b.pdlAttr)), numAttrs: 1}
-			r = call(d.cuLaunchKernelEx, uintptr(unsafe.Pointer(&b.pdlConf)), l.fn, argp, 0)
+		if b.pdl || l.cluster > 0 {
+			n := 0
+			if b.pdl { // every kernel orders itself (pdl_entry), so any may start before the previous one ends
+				b.exAttrs[n] = launchAttr{id: attrProgrammaticSerialization}
+				b.exAttrs[n].val[0] = 1
+				n++
+			}
+			if l.cluster > 0 {
+				b.exAttrs[n] = launchAttr{id: attrClusterDimension}
+				binary.LittleEndian.PutUint32(b.exAttrs[n].val[0:], 1)
+				binary.LittleEndian.PutUint32(b.exAttrs[n].val[4:], l.cluster)
+				binary.LittleEndian.PutUint32(b.exAttrs[n].val[8:], 1)
+				n++
+			}
+			b.exConf = launchConfig{grid: l.grid, block: l.block, shmem: l.shmem, stream: b.stream,
+				attrs: uintptr(unsafe.Pointer(&b.exAttrs[0])), numAttrs: uint32(n)}
+			r = call(d.cuLaunchKernelEx, uintptr(unsafe.Pointer(&b.exConf)), l.fn, argp, 0)
 		} else {
 			r = call(d.cuLaunchKernel, l.fn, uintptr(l.grid[0]), uintptr(l.grid[1]), uintptr(l.grid[2]),
 				uintptr(l.block[0]), uintptr(l.block[1]), uintptr(l.block[2]), uintptr(l.shmem), b.stream, argp, 0)

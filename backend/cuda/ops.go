@@ -600,17 +600,22 @@ func (b *Backend) CacheStore(c backend.Cache, layer int, src backend.Tensor) {
 // recorded decode step serves all), and few enough that a token's H·S
 // blocks run in one wave (two per SM). A batch takes a split per 256
 // positions of the context; one token (attn_decode, and attn_partial with
-// T = 1, so that fused and unfused give the same bits) a split per 64: a
-// split's positions are a chain of round trips, so few splits leave most
-// SMs idle (BENCHMARKS.md: 2 splits of a 640-position context decoded youtu
-// at 500 tok/s, 8 or 16 at 585).
+// T = 1, so that fused and unfused give the same bits) a split per 64, at
+// most 8: a split's positions are a chain of round trips, so few splits
+// leave most SMs idle (BENCHMARKS.md: 2 splits of a 640-position context
+// decoded youtu at 500 tok/s, 8 or 16 at 585), and attn_decode's splits of
+// a head are one thread block cluster, of at most 8 blocks where any
+// Hopper GPU can run it.
 func (b *Backend) splits(H, T int) int {
-	per := 256
 	if T == 1 {
-		per = 64
+		return max(1, min(maxCluster, b.kv.positions/64, 2*b.info.SMs/H))
 	}
-	return max(1, min(16, b.kv.positions/per, 2*b.info.SMs/H))
+	return max(1, min(16, b.kv.positions/256, 2*b.info.SMs/H))
 }
+
+// maxCluster is the most blocks a thread block cluster has on every GPU
+// that runs them (larger ones are not portable).
+const maxCluster = 8
 
 // Attention is absorbed MLA: q_nope → latent through k_b, split-K softmax
 // over the layer's cache, latent → v through v_b.
@@ -711,12 +716,18 @@ func (b *Backend) settleKV(s span, read bool) {
 // given), q_nope through k_b, split-K attention with its merge, and v_b.
 // From MLAFrom positions on, where allocMLA found it fits, that is
 // mla_decode (every cache row read once for all heads, on tensor cores);
-// before, attn_decode (a block per head and split). It reports false,
+// before, attn_decode (a block per head and split, a cluster per head:
+// Hopper and later). It reports false,
 // recording nothing, where neither serves: a batch, unfused operations,
 // k_b/v_b they have no kernel for, a pending row of another layer.
 func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int, scale float32, freqs uintptr, store *pendingStore) bool {
 	nope, H, vdim := kb.dim(0), kb.dim(2), vb.dim(1)
 	if b.NoFusion || q.rows != 1 || !decodeServes(kb, vb) || b.kvl > 1024 || H >= maxCounters || (store != nil && store.layer != layer) {
+		return false
+	}
+	m := b.mla
+	mla := m != nil && b.maxPos+1 >= b.MLAFrom && H <= m.heads
+	if !mla && (b.info.Major < 9 || b.d.cuLaunchKernelEx == 0) { // attn_decode's clusters: Hopper, cuLaunchKernelEx
 		return false
 	}
 	b.writes(d) // before store becomes the raw row: d overlapping it must not settle it ahead of this launch
@@ -731,13 +742,8 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 	}
 	weights := int64(H) * (int64(b.kvl)*kb.rowBytes + int64(vdim)*vb.rowBytes)
 	cache := int64(b.maxPos+1) * int64(k.width) * k.esize
-	m := b.mla
-	mla := ""
-	if m != nil && b.maxPos+1 >= b.MLAFrom && H <= m.heads {
-		mla = m.kernel[kb.typ]
-	}
-	if mla != "" {
-		b.recordStruct(mla, grid1(m.grid), [3]uint32{256, 1, 1}, weights+cache,
+	if mla {
+		b.recordStruct(m.kernel[kb.typ], grid1(m.grid), [3]uint32{256, 1, 1}, weights+cache,
 			uint64(q.ptr), uint64(nope), uint64(freqs), uint64(kv), uint64(nw), uint64(kvFreqs), uint64(k.layer(layer)), uint64(b.posDev()),
 			uint64(H)|f32bits(scale)<<32, f32bits(eps), uint64(kb.ptr), uint64(kb.rowBytes), uint64(vb.ptr), uint64(vb.rowBytes), uint64(vdim),
 			uint64(m.qh), uint64(m.part), uint64(m.ml), uint64(m.olat), uint64(d.ptr), uint64(b.counters+barrierOffset))
@@ -745,13 +751,12 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 		return true
 	}
 	S := b.splits(H, 1)
-	part := b.scratch(int64(H*S*(b.kvl+2)) * 4)
-	olat := b.scratch(int64(H*b.kvl) * 4)
 	b.recordStruct(attnDecodeName(kb.typ), grid2(H, S), [3]uint32{256, 1, 1}, weights+int64(H)*cache,
-		uint64(part), uint64(olat), uint64(d.ptr), uint64(q.ptr), uint64(nope), uint64(freqs),
+		uint64(d.ptr), uint64(q.ptr), uint64(nope), uint64(freqs),
 		uint64(kv), uint64(nw), uint64(kvFreqs), uint64(k.layer(layer)), uint64(b.posDev()),
-		uint64(H)|uint64(S)<<32, f32bits(scale)|f32bits(eps)<<32, uint64(b.counters),
+		uint64(H)|uint64(S)<<32, f32bits(scale)|f32bits(eps)<<32,
 		uint64(kb.ptr), uint64(kb.rowBytes), uint64(vb.ptr), uint64(vb.rowBytes), uint64(vdim))
+	b.launches[len(b.launches)-1].cluster = uint32(S)
 	return true
 }
 

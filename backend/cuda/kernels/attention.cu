@@ -50,39 +50,46 @@ extern "C" __global__ void kv_finish(cache_t* layer, float* kv, i64 ks, const in
 }
 #endif
 
-// attn_merge merges the S splits of head th (t·H + h) into
-// olat[t][h·KV_LORA..]: each split's (max, sum, Σ e·latent) rescaled to the
-// largest max. The splits' factors go to shared memory first, so the sum
+// merge_splits merges S splits' states (max, sum, Σ e·latent), state s's
+// value k read by at(s, k), into columns [j0, j1) of the latent: out(j, a)
+// takes each. The splits' factors go to shared memory first, so the sum
 // over splits is plain loads (8 in flight per thread) instead of a chain
-// of dependent ones. The parts are read past L1 (__ldcg): other blocks of
-// the same launch may have written them.
+// of dependent ones. Every merge (attn_merge's from global memory,
+// attn_decode's from its cluster's shared memory) sums in this order.
 #define MAX_SPLITS 64
-__device__ void attn_merge(float* olat, const float* part, int S, int th, float* osh = nullptr) {
+template <class At, class Out> __device__ __forceinline__ void merge_splits(int S, int j0, int j1, At at, Out out) {
     __shared__ float ws[MAX_SPLITS];
-    const float* p = part + (i64)th * S * (KV_LORA + 2);
     if (threadIdx.x < 32) {
         const int lane = threadIdx.x;
         float M = -INFINITY;
-        for (int s = lane; s < S; s += 32) M = fmaxf(M, __ldcg(p + s * (KV_LORA + 2)));
+        for (int s = lane; s < S; s += 32) M = fmaxf(M, at(s, 0));
         M = warp_max(M);
         float L = 0.f;
         for (int s = lane; s < S; s += 32) {
-            const float ms = __ldcg(p + s * (KV_LORA + 2));
+            const float ms = at(s, 0);
             const float f = ms == -INFINITY ? 0.f : expf(ms - M);
             ws[s] = f;
-            L += __ldcg(p + s * (KV_LORA + 2) + 1) * f;
+            L += at(s, 1) * f;
         }
         L = warp_sum(L);
         for (int s = lane; s < S; s += 32) ws[s] /= L;
     }
     __syncthreads();
-    for (int j = threadIdx.x; j < KV_LORA; j += blockDim.x) {
+    for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
         float a = 0.f;
 #pragma unroll 8
-        for (int s = 0; s < S; s++) a += __ldcg(p + s * (KV_LORA + 2) + 2 + j) * ws[s];
-        olat[(i64)th * KV_LORA + j] = a;
-        if (osh) osh[j] = a;
+        for (int s = 0; s < S; s++) a += at(s, 2 + j) * ws[s];
+        out(j, a);
     }
+}
+
+// attn_merge merges the S splits of head th (t·H + h) into
+// olat[t][h·KV_LORA..]. The parts are read past L1 (__ldcg): other blocks
+// of the same launch may have written them.
+__device__ void attn_merge(float* olat, const float* part, int S, int th) {
+    const float* p = part + (i64)th * S * (KV_LORA + 2);
+    merge_splits(S, 0, KV_LORA, [&](int s, int k) { return __ldcg(p + s * (KV_LORA + 2) + k); },
+                 [&](int j, float a) { olat[(i64)th * KV_LORA + j] = a; });
 }
 
 #define ATT_WARPS 8
@@ -92,25 +99,20 @@ __device__ void attn_merge(float* olat, const float* part, int S, int th, float*
 // 8 with f16 pairs held as loaded measured slower (youtu 570 → 545 tok/s,
 // 462 → 354 at 4096): the registers spill.
 #define ATT_AP 4
-// attn_split is one split of split-K attention for block (th = t·H + h, s):
-// an online softmax of the query in qsh (q_lat then q_pe) over positions
-// [p0, p1) of the layer's cache, written to part as (max, sum, Σ e·latent).
-// Each warp takes AP positions per step, their loads all in flight, and
-// rescales its state once per step; each lane holds KV_LORA/32
-// accumulators. With FOLD, position cpos is read from crow (in shared
-// memory: the row this launch computes) instead of the cache. With olat
-// set, the last split of a head to finish merges the splits into olat
-// (attn_combine's work, without its launch); it returns whether this block
-// was that one. One block per head: a block serving 2 or 4 heads (each row
-// loaded once for all) measured slower at every depth, its steps twice as
-// long and its blocks fewer.
+// attn_walk is one split of split-K attention: an online softmax of the
+// query in qsh (q_lat then q_pe) over positions [p0, p1) of the layer's
+// cache, written to out as (max, sum, Σ e·latent). Each warp takes AP
+// positions per step, their loads all in flight, and rescales its state
+// once per step; each lane holds KV_LORA/32 accumulators. With FOLD,
+// position cpos is read from crow (in shared memory: the row this launch
+// computes) instead of the cache. One block per head: a block serving 2 or
+// 4 heads (each row loaded once for all) measured slower at every depth,
+// its steps twice as long and its blocks fewer.
 template <int AP, bool FOLD>
-__device__ __forceinline__ bool attn_split(float* part, const float* qsh, const cache_t* layer, const cache_t* crow, int cpos, int p0,
-                                           int p1, int th, int S, int s, float scale, float* olat, unsigned* counter,
-                                           float* osh = nullptr) {
+__device__ __forceinline__ void attn_walk(float* out, const float* qsh, const cache_t* layer, const cache_t* crow, int cpos, int p0, int p1,
+                                          float scale) {
     __shared__ float msh[ATT_WARPS], lsh[ATT_WARPS];
     __shared__ float ash[ATT_WARPS][KV_LORA];
-    __shared__ bool last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     constexpr int NA = KV_LORA / 32;
     float acc[NA], m = -INFINITY, l = 0.f;
@@ -185,7 +187,6 @@ __device__ __forceinline__ bool attn_split(float* part, const float* qsh, const 
     __syncthreads();
     float M = -INFINITY;
     for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, msh[w]);
-    float* out = part + ((i64)th * S + s) * (KV_LORA + 2);
     if (M == -INFINITY) {  // no positions in this split: a state the merge weighs 0 (its latent too: scratch may hold NaN)
         for (int j = threadIdx.x; j < KV_LORA; j += blockDim.x) out[2 + j] = 0.f;
         if (threadIdx.x == 0) { out[0] = -INFINITY; out[1] = 0.f; }
@@ -203,16 +204,25 @@ __device__ __forceinline__ bool attn_split(float* part, const float* qsh, const 
         }
         if (threadIdx.x == 0) { out[0] = M; out[1] = L; }
     }
-    if (!olat) return false;
+}
+
+// attn_split is attn_walk for block (th = t·H + h, s) of a batch, its state
+// written to part. With olat set, the last split of a head to finish
+// merges the splits into olat (attn_combine's work, without its launch).
+template <int AP>
+__device__ __forceinline__ void attn_split(float* part, const float* qsh, const cache_t* layer, int p0, int p1, int th, int S, int s,
+                                           float scale, float* olat, unsigned* counter) {
+    __shared__ bool last;
+    attn_walk<AP, false>(part + ((i64)th * S + s) * (KV_LORA + 2), qsh, layer, nullptr, -1, p0, p1, scale);
+    if (!olat) return;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(counter + th, 1u) == (unsigned)S - 1;
     __syncthreads();
-    if (!last) return false;
+    if (!last) return;
     __threadfence();
-    attn_merge(olat, part, S, th, osh);
+    attn_merge(olat, part, S, th);
     if (threadIdx.x == 0) counter[th] = 0;
-    return true;
 }
 
 // split_range is block s's share [p0, p1) of positions 0..pos. The last
@@ -263,7 +273,7 @@ __device__ __forceinline__ void attn_partial_impl(float* part, const float* quer
         if (freqs) rope_pair(a, b, pt, freqs[k]);
     });
     __syncthreads();
-    attn_split<AP, false>(part, qsh, layer, nullptr, -1, p0, p1, th, S, s, scale, olat, counter);
+    attn_split<AP>(part, qsh, layer, p0, p1, th, S, s, scale, olat, counter);
 }
 
 #if !UNIT_MLA
@@ -284,29 +294,33 @@ extern "C" __global__ void attn_combine(float* olat, const float* part, int S) {
 
 // ---- One token: attn_decode ----
 //
-// A decode step's attention in one launch, block (head h, split s): what
-// kv_finish, the k_b product, attn_partial (with its merge) and the v_b
-// product do as four launches. The fixed cost of a launch (a few µs) is
-// larger than the work each of the small ones does, so:
-//   - every split computes its head's q_lat = k_b[h]·q_nope itself (the
-//     36 KiB of k_b[h] are read S times, from L2 after the first), its
-//     first weight rows loaded into registers before it waits for the
-//     kernel before (PDL), as mmv1 does;
-//   - the split holding the token's own position normalises and rotates
-//     that row itself (kv_finish's work), reads it from shared memory and
-//     stores it in the cache (each head's block the same bytes); kv keeps
-//     the raw row (the Go side runs kv_finish if anything reads it later);
-//   - the last split of a head to finish merges the splits and applies
-//     v_b[h] to the merged latent; v_b[h] was prefetched into L2 by every
-//     split while waiting.
+// A decode step's attention in one launch: what kv_finish, the k_b
+// product, attn_partial, its merge and the v_b product do as five. The
+// fixed cost of a launch (a few µs) is larger than the work each of the
+// small ones does. Block (h, s) is split s of head h, and a head's S
+// splits are one thread block cluster (Hopper), whose blocks read each
+// other's shared memory: each does 1/S of the head's k_b rows, of the
+// merge and of the v_b rows, and they exchange the results through
+// distributed shared memory at cluster barriers, where a merge through
+// global memory (the last split to finish, found by an atomic counter)
+// waited for a fence, the counter and a round trip to L2, then merged and
+// applied v_b alone. In order:
+//   - before waiting for the kernel before (PDL): the block's k_b rows
+//     into registers, its v_b rows into L2, the rotations' sines;
+//   - q_nope rounded to Q8_0 blocks; the block's rows of q_lat =
+//     k_b[h]·q_nope; the split holding the token's own position
+//     normalises and rotates that row (kv_finish's work) while the others
+//     wait at the barrier, then every block gathers q_lat from its peers;
+//   - the split's walk over its positions (attn_walk), its state left in
+//     shared memory; at the barrier, block s merges 1/S of the latent's
+//     32-column groups from all S states and rounds them to Q8_0 blocks;
+//     at the next, it gathers the other groups and sums its v_b rows.
 // Every sum runs in the order of the separate kernels (k_b and v_b rows as
-// mmv1 sums them, the cache row as kv_finish), so the logits are the same
-// bits as the unfused launches'.
+// mmv1 sums them, the cache row as kv_finish, the merge as attn_merge), so
+// the logits are the same bits as the unfused launches'.
 
 // AD mirrors the words decodeOne records for attn_decode (backend/cuda/ops.go).
 struct AD {
-    float* part;          // [H][S][KV_LORA + 2] the splits' states
-    float* olat;          // [H][KV_LORA] the merged latents
     float* out;           // [H][vdim] attention output
     const float* q;       // [H][nope + rope]
     i64 nope;
@@ -318,7 +332,6 @@ struct AD {
     const int* pos;
     int H, S;
     float scale, kveps;
-    unsigned* counter;    // per head: splits done
     const u8* kb;         // k_b: rows h·KV_LORA + i of nope values
     i64 kbRow;
     const u8* vb;         // v_b: rows h·vdim + i of KV_LORA values
@@ -414,16 +427,43 @@ __device__ __forceinline__ int row_steps(int nrows, int nb) {
     return (nrows + rstep - 1) / rstep;
 }
 
-// rows_from sets out[r] for the rows of steps [0, st1): those pre holds
-// (loaded from base earlier), then the rest as rows_dot does.
+// rows_from sets out[r] for the rows of steps [st0, st1): those pre holds
+// (loaded from base earlier, from step st0), then the rest as rows_dot does.
 template <int TY>
-__device__ __forceinline__ void rows_from(const PreLoads<TY>& pre, const u8* base, i64 rowBytes, int nrows, int nb, int st1, const i8* sq,
-                                          const float* sd, const int* sa, float* out) {
+__device__ __forceinline__ void rows_from(const PreLoads<TY>& pre, const u8* base, i64 rowBytes, int nrows, int nb, int st0, int st1,
+                                          const i8* sq, const float* sd, const int* sa, float* out) {
     constexpr int N = 8 / Q1<TY>::W;
-    pre.sum(nrows, nb, 0, st1, sq, sd, sa, out);
-    rows_dot<TY>(base, rowBytes, nrows, nb, N, st1, sq, sd, sa, out);
+    pre.sum(nrows, nb, st0, st1, sq, sd, sa, out);
+    rows_dot<TY>(base, rowBytes, nrows, nb, st0 + N, st1, sq, sd, sa, out);
 }
 
+// share is part s of S of n things: [n·s/S, n·(s+1)/S).
+__device__ __forceinline__ void share(int n, int S, int s, int& a, int& b) {
+    a = n * s / S;
+    b = n * (s + 1) / S;
+}
+
+// share_owner is the part of S that thing i of n falls in (share's inverse).
+__device__ __forceinline__ int share_owner(int n, int S, int i) {
+    int o = 0;
+    while (o + 1 < S && n * (o + 1) / S <= i) o++;
+    return o;
+}
+
+#if __CUDA_ARCH__ >= 900
+// A thread block cluster's barrier (every thread of every block arrives;
+// wait returns once all have, their shared-memory writes visible), and a
+// peer block's copy of a shared variable (distributed shared memory).
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+template <class T> __device__ __forceinline__ T* cluster_peer(T* p, int rank) {
+    unsigned long long r;
+    asm("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(p), "r"(rank));
+    return (T*)r;
+}
+#endif
+
+#if __CUDA_ARCH__ >= 900
 template <int TK, int TV>
 __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     __shared__ __align__(16) float qsh[CACHE_W];
@@ -432,22 +472,25 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     __shared__ int sa[KV_LORA / 32 > 32 ? KV_LORA / 32 : 32];
     __shared__ __align__(16) cache_t crow[CACHE_W];
     __shared__ __align__(16) float osh[KV_LORA];
-    const int h = blockIdx.x, s = blockIdx.y, S = p.S;
-    // (row_steps' count written out: through the call NVRTC 12.4 schedules
-    // this kernel differently, unmeasured)
-    const int nope = (int)p.nope, nbk = nope / 32, rstep = ATT_WARPS * (32 >> lanes_log2(nbk));
-    const int nsteps = (KV_LORA + rstep - 1) / rstep;
+    __shared__ __align__(16) float st[KV_LORA + 2];  // the split's state: (max, sum, Σ e·latent)
+    const int h = blockIdx.x, s = blockIdx.y, S = p.S;  // the cluster is the head's S blocks: s is the rank
+    const int nope = (int)p.nope, nbk = nope / 32, nbv = KV_LORA / 32, vdim = (int)p.vdim;
+    // this block's k_b steps (of row_steps' rows) and v_b steps
+    const int ksteps = row_steps(KV_LORA, nbk), krs = ATT_WARPS * (32 >> lanes_log2(nbk));
+    int k0, k1, v0, v1;
+    share(ksteps, S, s, k0, k1);
+    share(row_steps(vdim, nbv), S, s, v0, v1);
     const u8* kbh = p.kb + (i64)h * KV_LORA * p.kbRow;
+    const u8* vbh = p.vb + (i64)h * vdim * p.vbRow;
 
-    // Before waiting for the kernel before: k_b[h]'s first rows into
-    // registers, v_b[h] (this split's share) into L2.
+    // Before waiting for the kernel before: the block's k_b rows into
+    // registers, its v_b rows into L2.
     PreLoads<TK> pre;
-    pre.load(kbh, p.kbRow, KV_LORA, nbk, 0, nsteps);
+    pre.load(kbh, p.kbRow, KV_LORA, nbk, k0, k1);
     {
-        const i64 len = p.vdim * p.vbRow;
-        const u8* vbh = p.vb + (i64)h * len;
-        for (i64 o = len * s / S + 128 * threadIdx.x; o < len * (s + 1) / S; o += 128 * blockDim.x)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(vbh + o));
+        const int vrs = ATT_WARPS * (32 >> lanes_log2(nbv));
+        const i64 lo = (i64)v0 * vrs * p.vbRow, hi = (i64)min(v1 * vrs, vdim) * p.vbRow;
+        for (i64 o = lo + 128 * threadIdx.x; o < hi; o += 128 * blockDim.x) asm volatile("prefetch.global.L2 [%0];" ::"l"(vbh + o));
     }
     // The position went up (a copy in stream order) before the step's first
     // kernel, so it is read before the wait too, and with it what needs no
@@ -468,62 +511,75 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
         if (p.qfreqs) qrot[k] = rope_angle(pos, p.qfreqs[k]);
         if (own && p.kvfreqs) krot[k] = rope_angle(pos, p.kvfreqs[k]);
     }
-#if __CUDA_ARCH__ >= 800
     // (copied as 16-byte pieces: the parts' widths and addresses must allow it)
     const bool copied = KV_LORA % 4 == 0 && (CACHE_W - KV_LORA) % 4 == 0 &&
                         ((unsigned long long)(qh + nope) | (unsigned long long)p.kv | (unsigned long long)p.kvnw) % 16 == 0;
     if (copied && own && p.kvnw)
         cp_async_floats(knw, p.kvnw, KV_LORA);
-#else
-    const bool copied = false;
-#endif
     pdl_entry();
 
     // The token's row and q_pe come in while q_nope is rounded.
-#if __CUDA_ARCH__ >= 800
     if (copied) {
         if (own)
             cp_async_floats(kvx, p.kv, CACHE_W);
         cp_async_floats(qpe, qh + nope, CACHE_W - KV_LORA);
     }
     cp_async_commit();
-#endif
     round_row_q8(qh, nope, nullptr, 0.f, sq, sd, sa, red);  // q_nope in Q8_0 blocks
-#if __CUDA_ARCH__ >= 800
     cp_async_wait<0>();
-#endif
     __syncthreads();
 
-    // the token's own row, normalised and rotated as kv_finish does (own is
-    // the same for the whole block, so the barrier is too)
-    if (own) {
-        finish_row(crow, copied ? kvx : p.kv, copied && p.kvnw ? knw : p.kvnw, p.kveps, [&](int k, float& a, float& b) {
-            if (p.kvfreqs) rotate(a, b, krot[k]);
-        }, red);
-        __syncthreads();
-    }
-
-    // q_lat = k_b[h]·q_nope
-    rows_from<TK>(pre, kbh, p.kbRow, KV_LORA, nbk, nsteps, sq, sd, sa, qsh);
+    // the block's rows of q_lat = k_b[h]·q_nope, and q_pe rotated
+    rows_from<TK>(pre, kbh, p.kbRow, KV_LORA, nbk, k0, k1, sq, sd, sa, qsh);
     rope_query(qsh, copied ? qpe : qh + nope, [&](int k, float& a, float& b) {
         if (p.qfreqs) rotate(a, b, qrot[k]);
     });
-
-    if (own) {
+    cluster_arrive();
+    // the token's own row, normalised and rotated as kv_finish does, while
+    // the peers finish their rows (own is the same for the whole block, so
+    // the barrier in it is too)
+    if (own)
+        finish_row(crow, copied ? kvx : p.kv, copied && p.kvnw ? knw : p.kvnw, p.kveps, [&](int k, float& a, float& b) {
+            if (p.kvfreqs) rotate(a, b, krot[k]);
+        }, red);
+    cluster_wait();
+    for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) {
+        const int o = share_owner(ksteps, S, i / krs);
+        if (o != s) qsh[i] = *cluster_peer(qsh + i, o);
+    }
+    if (own) {  // (crow is complete: the cluster barrier waited for every thread)
         cache_t* row = p.layer + (i64)pos * CACHE_W;
         for (int i = threadIdx.x; i < CACHE_W; i += blockDim.x) row[i] = crow[i];
     }
     __syncthreads();
 
-    if (!attn_split<ATT_AP, true>(p.part, qsh, p.layer, crow, own ? pos : -1, p0, p1, h, S, s, p.scale, p.olat, p.counter, osh)) return;
+    attn_walk<ATT_AP, true>(st, qsh, p.layer, crow, own ? pos : -1, p0, p1, p.scale);
+    cluster_arrive();
+    cluster_wait();
 
-    // the last split: o[h] = v_b[h]·o_lat[h], each row summed as mmv1 sums it
+    // this block's groups of the merged latent, rounded to Q8_0 blocks
+    int g0, g1;
+    share(nbv, S, s, g0, g1);
+    merge_splits(S, 32 * g0, 32 * g1, [&](int r, int k) { return *cluster_peer(st + k, r); }, [&](int j, float a) { osh[j] = a; });
     __syncthreads();
-    round_row_q8(osh, KV_LORA, nullptr, 0.f, sq, sd, sa, red);
+    round_row_q8(osh + 32 * g0, 32 * (g1 - g0), nullptr, 0.f, sq + 32 * g0, sd + g0, sa + g0, red);
+    cluster_arrive();
+    cluster_wait();
+    for (int i = threadIdx.x; i < 8 * nbv; i += blockDim.x) {  // 4-byte pieces of the groups' quants, then scales and sums
+        const int o = share_owner(nbv, S, i / 8);
+        if (o == s) continue;
+        ((int*)sq)[i] = *cluster_peer((int*)sq + i, o);
+        if (i % 8 == 0) {
+            sd[i / 8] = *cluster_peer(sd + i / 8, o);
+            sa[i / 8] = *cluster_peer(sa + i / 8, o);
+        }
+    }
+    cluster_arrive();  // this block reads no peer's memory any more
     __syncthreads();
-    const int nbv = KV_LORA / 32;
-    rows_dot<TV>(p.vb + (i64)h * p.vdim * p.vbRow, p.vbRow, (int)p.vdim, nbv, 0, row_steps((int)p.vdim, nbv), sq, sd, sa,
-                 p.out + (i64)h * p.vdim);
+
+    // o[h] = v_b[h]·o_lat[h], the block's rows, each summed as mmv1 sums it
+    rows_dot<TV>(vbh, p.vbRow, vdim, nbv, v0, v1, sq, sd, sa, p.out + (i64)h * vdim);
+    cluster_wait();  // nor will any read this block's
 }
 
 #define ATTN_DECODE(TK, TV, NAME) \
@@ -538,6 +594,7 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
 #if !UNIT_MLA
 FAST_TYPES(ATTN_DECODE_IF)
 #endif
+#endif // __CUDA_ARCH__ >= 900
 
 // ---- One token on tensor cores: mla_decode ----
 //
@@ -658,7 +715,7 @@ __device__ __forceinline__ void mla_rows(const PreLoads<TY>& pre, const u8* w, i
     __syncthreads();
     round_row_q8(x, K, nullptr, 0.f, sq, sd, sa, red);
     __syncthreads();
-    rows_from<TY>(pre, w, rowBytes, rows, nb, st1, sq, sd, sa, out);
+    rows_from<TY>(pre, w, rowBytes, rows, nb, 0, st1, sq, sd, sa, out);
 }
 
 template <int TK, int TV, int MT>
