@@ -547,7 +547,8 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
         const int o = share_owner(ksteps, S, i / krs);
         if (o != s) qsh[i] = *cluster_peer(qsh + i, o);
     }
-    if (own) {  // (crow is complete: the cluster barrier waited for every thread)
+    if (own) {
+        __syncthreads();  // crow complete (the block arrived at the cluster barrier before writing it)
         cache_t* row = p.layer + (i64)pos * CACHE_W;
         for (int i = threadIdx.x; i < CACHE_W; i += blockDim.x) row[i] = crow[i];
     }
