@@ -36,18 +36,19 @@ type unit struct {
 var moduleHeaders = map[string][]string{"mmvq.cu": {"dot.cuh"}, "attention.cu": {"dot.cuh"}}
 
 // units are the programs for a model with the given fast weight types
-// (device names: T_Q4_0, ...), compiled in parallel. A cold start waits
-// for the slowest unit, so the costly ones are split: each type's products
-// (mmv1, mmvq1, mmvq8) and mla_decode are units of their own. One-token
+// (device names: T_Q4_0, ...) and mla_decode's sizes (MT: row tiles of 16
+// heads), compiled in parallel. A cold start waits for the slowest unit,
+// so the costly ones are split: each type's mmvq1 and mmvq8 products, each
+// mmv1 variant, attn_decode and each mla_decode size are units of their
+// own. One-token
 // Q4_0 and Q8_0 products are always mmv1's (mqLaunch), so those types get
 // no mmvq1 unit.
-func units(fast []string) []unit {
-	// mmvqUnit holds quant_act (when qa) and type t's kernels of the kinds
-	// named: mmv1 (the one-token Q4_0/Q8_0 products; with gate/up when
-	// dual, else without), mmvq1, mmvq8.
-	mmvqUnit := func(name string, qa bool, t string, dual bool, kinds ...string) unit {
-		defs := fmt.Sprintf("#define UNIT_QUANT_ACT %d\n#define UNIT_MMV1_D %d\n", b2i(qa), b2i(dual))
-		for _, k := range []string{"mmv1", "mmvq1", "mmvq8"} {
+func units(fast []string, mla []int) []unit {
+	// mmvqUnit holds quant_act (when qa), type t's kernels of the kinds
+	// named (mmvq1, mmvq8) and the mmv1 kernel mmv1 names (its UNIT_MMV1).
+	mmvqUnit := func(name string, qa bool, t string, mmv1 string, kinds ...string) unit {
+		defs := fmt.Sprintf("#define UNIT_QUANT_ACT %d\n#define UNIT_MMV1(K) %s\n", b2i(qa), mmv1)
+		for _, k := range []string{"mmvq1", "mmvq8"} {
 			list := ""
 			if slices.Contains(kinds, k) {
 				list = "X(" + t + ")"
@@ -59,18 +60,23 @@ func units(fast []string) []unit {
 	us := []unit{
 		{"basic", "basic.cu", ""},
 		{"matmul", "matmul.cu", ""},
-		{"attention", "attention.cu", "#define UNIT_MLA 0\n"},
-		{"mla1", "attention.cu", "#define UNIT_MLA 1\n"},
-		{"mla2", "attention.cu", "#define UNIT_MLA 2\n"},
-		mmvqUnit("quant_act", true, "", false),
+		{"attention", "attention.cu", ""},
+		{"attn_decode", "attention.cu", "#define UNIT_DECODE 1\n"},
+		mmvqUnit("quant_act", true, "", ""),
+	}
+	for _, mt := range mla {
+		us = append(us, unit{fmt.Sprintf("mla%d", mt), "attention.cu", fmt.Sprintf("#define UNIT_MLA %d\n", mt)})
 	}
 	for _, t := range fast {
-		if t == "T_Q4_0" || t == "T_Q8_0" { // mmv1's types
-			us = append(us, mmvqUnit("mmv1_0_"+t, false, t, false, "mmv1"), mmvqUnit("mmv1_1_"+t, false, t, true, "mmv1"))
+		if vs := mmv1Variants(t); vs != nil {
+			for _, v := range vs {
+				name := fmt.Sprintf("mmv1_%d_%d_%d_%s", v[0], v[1], v[2], t)
+				us = append(us, mmvqUnit(name, false, t, fmt.Sprintf("K(%s, %d, %d, %d, _%s)", t, v[0], v[1], v[2], t)))
+			}
 		} else {
-			us = append(us, mmvqUnit("mmvq1_"+t, false, t, false, "mmvq1"))
+			us = append(us, mmvqUnit("mmvq1_"+t, false, t, "", "mmvq1"))
 		}
-		us = append(us, mmvqUnit("mmvq8_"+t, false, t, false, "mmvq8"))
+		us = append(us, mmvqUnit("mmvq8_"+t, false, t, "", "mmvq8"))
 	}
 	return us
 }
@@ -135,7 +141,11 @@ func (b *Backend) compile() error {
 	arch := fmt.Sprintf("sm_%d%d", b.info.Major, b.info.Minor)
 	devKey := fmt.Sprintf("%s cc%d.%d driver %d", b.info.Name, b.info.Major, b.info.Minor, b.info.Driver)
 	defs, fast := b.shapeDefines()
-	us := units(fast)
+	var mla []int // the one mla_decode size the model's heads take (allocMLA)
+	if H, _ := b.decodeHeads(); H > 0 && H <= 32 {
+		mla = []int{ceilDiv(H, 16)}
+	}
+	us := units(fast, mla)
 	bins, hits, err := compileModules(defs, us, arch, devKey)
 	if err != nil {
 		return err
@@ -222,15 +232,14 @@ func unitOf(name string) string {
 		return name
 	case strings.HasPrefix(name, "gemv_"), strings.HasPrefix(name, "gemm_"), strings.HasPrefix(name, "embed_"):
 		return "matmul"
-	case strings.HasPrefix(name, "mmv1_"): // mmv1_G_JC_D_T_Q4_0: unit mmv1_D_T_Q4_0
-		if f := strings.SplitN(name, "_", 5); len(f) == 5 {
-			return "mmv1_" + f[3] + "_" + f[4]
-		}
-		return ""
+	case strings.HasPrefix(name, "mmv1_"): // a unit a variant
+		return name
 	case name == "quant_act":
 		return "quant_act"
 	case strings.HasPrefix(name, "mla_decode") && len(name) > len("mla_decode"): // mla_decode1_T_Q4_0_T_Q4_0: MT 1
 		return "mla" + name[len("mla_decode"):len("mla_decode")+1]
+	case strings.HasPrefix(name, "attn_decode"):
+		return "attn_decode"
 	case strings.HasPrefix(name, "attn_"), name == "kv_finish", name == "cache_store":
 		return "attention"
 	}

@@ -380,6 +380,32 @@ func (b *Backend) recordMQ(w *weight, m *mq, ny int, bytes int64) {
 	}
 }
 
+// mmv1Fits reports whether an mmv1 lane's loads, G rows × JC blocks of
+// nw matrices, each block words 16-byte words, are at most 8 in flight.
+func mmv1Fits(g, jc, nw, words int) bool { return g*jc*nw*words <= 8 }
+
+// mmv1Variants are the (G, JC, D) of every mmv1 kernel mqLaunch can pick
+// for device type t (T_Q4_0 or T_Q8_0), or nil for the others: JC from 2
+// while the loads fit, G above 1 only with JC 2.
+func mmv1Variants(t string) [][3]int {
+	words := map[string]int{"T_Q4_0": 1, "T_Q8_0": 2}[t]
+	if words == 0 {
+		return nil
+	}
+	var vs [][3]int
+	for nw := 1; nw <= 2; nw++ {
+		for _, g := range []int{4, 2} {
+			if mmv1Fits(g, 2, nw, words) {
+				vs = append(vs, [3]int{g, 2, nw - 1})
+			}
+		}
+		for jc := 2; jc == 2 || mmv1Fits(1, jc, nw, words); jc *= 2 {
+			vs = append(vs, [3]int{1, jc, nw - 1})
+		}
+	}
+	return vs
+}
+
 // mqLaunch picks the kernel, grid and dynamic shared memory of an
 // integer-dot product.
 func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
@@ -402,14 +428,14 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 			nw = 2
 		}
 		jc := 2
-		for jc < ceilDiv(nb, lpr) && 2*jc*nw*words <= 8 {
+		for jc < ceilDiv(nb, lpr) && mmv1Fits(1, 2*jc, nw, words) {
 			jc *= 2
 		}
 		resident := mmv1BlocksPerSM * b.info.SMs
 		g := 1
 		if jc == 2 {
 			for _, c := range []int{4, 2} {
-				if c*jc*nw*words <= 8 && m.ny*ceilDiv(int(m.N), 8*(32/lpr)*c) >= resident {
+				if mmv1Fits(c, jc, nw, words) && m.ny*ceilDiv(int(m.N), 8*(32/lpr)*c) >= resident {
 					g = c
 					break
 				}
@@ -797,12 +823,10 @@ const mlaStatic = 12 << 10
 // the kernel: an f16 cache, sm_80 or later, a latent a multiple of 128 wide,
 // k_b and v_b it has a kernel for, up to 32 heads, and shared memory for its
 // tiles. It runs once, when the cache is made (after the weights).
-func (b *Backend) allocMLA() error {
-	if b.kv.esize != 2 || b.info.Major < 8 || b.kvl%128 != 0 || b.kvl > 1024 || b.kv.width%32 != 0 {
-		return nil
-	}
-	H := 0
-	types := map[quant.Type]bool{}
+// decodeHeads is the most heads of a layer whose k_b and v_b the one-token
+// attention kernels serve (decodeServes), and those weights' types.
+func (b *Backend) decodeHeads() (H int, types map[quant.Type]bool) {
+	types = map[quant.Type]bool{}
 	byName := map[string]*weight{}
 	for _, w := range b.weights {
 		byName[w.name] = w
@@ -814,6 +838,14 @@ func (b *Backend) allocMLA() error {
 			types[kb.typ] = true
 		}
 	}
+	return H, types
+}
+
+func (b *Backend) allocMLA() error {
+	if b.kv.esize != 2 || b.info.Major < 8 || b.kvl%128 != 0 || b.kvl > 1024 || b.kv.width%32 != 0 {
+		return nil
+	}
+	H, types := b.decodeHeads()
 	if H == 0 || H > 32 {
 		return nil
 	}

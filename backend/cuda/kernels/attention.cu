@@ -1,11 +1,12 @@
 // Attention over the latent cache: storing a token's row, split-K
 // attention with its merge, and the one-token kernels (attn_decode,
 // mla_decode) that also apply k_b and v_b (the absorptions) themselves.
-// Three units compile this file (exec.go's units): UNIT_MLA 1 and 2 hold
-// the mla_decode kernels of MT 1 and 2, UNIT_MLA 0 all the others.
+// Four units compile this file (exec.go's units), so that a cold start's
+// compiles run side by side: UNIT_MLA 1 and 2 hold the mla_decode kernels
+// of MT 1 and 2, UNIT_DECODE attn_decode's, and the fourth all the others.
 
 // cache_store writes token t's row (CACHE_W values) at position pos[t].
-#if !UNIT_MLA
+#if !UNIT_MLA && !UNIT_DECODE
 extern "C" __global__ void cache_store(cache_t* layer, const float* src, i64 ss, const int* pos) {
     pdl_entry();
     int t = blockIdx.x;
@@ -17,7 +18,7 @@ extern "C" __global__ void cache_store(cache_t* layer, const float* src, i64 ss,
 // kv_finish completes a token's cache row in one kernel: RMS-normalise the
 // latent (nw), rotate the rope key (freqs), write both back to kv and store
 // the row at the token's position.
-#if !UNIT_MLA
+#if !UNIT_MLA && !UNIT_DECODE
 extern "C" __global__ void kv_finish(cache_t* layer, float* kv, i64 ks, const int* pos, const float* nw, float eps, const float* freqs) {
     pdl_entry();
     __shared__ float red[32];
@@ -276,7 +277,7 @@ __device__ __forceinline__ void attn_partial_impl(float* part, const float* quer
     attn_split<AP>(part, qsh, layer, p0, p1, th, S, s, scale, olat, counter);
 }
 
-#if !UNIT_MLA
+#if !UNIT_MLA && !UNIT_DECODE
 extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_partial(float* part, const float* query, const float* q, i64 qs, int nope, const float* freqs, const cache_t* layer,
                  const int* pos, int H, int S, float scale, float* olat, unsigned* counter) {
@@ -285,7 +286,7 @@ extern "C" __global__ void __launch_bounds__(ATT_WARPS * 32)
 #endif
 
 // attn_combine merges the S splits of block t·H + h into olat[t][h·KV_LORA..].
-#if !UNIT_MLA
+#if !UNIT_MLA && !UNIT_DECODE
 extern "C" __global__ void attn_combine(float* olat, const float* part, int S) {
     pdl_entry();
     attn_merge(olat, part, S, blockIdx.x);
@@ -592,7 +593,7 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
 #define ATTN_DECODE_T_Q5_K
 #define ATTN_DECODE_T_Q6_K
 #define ATTN_DECODE_IF(TY) ATTN_DECODE_##TY
-#if !UNIT_MLA
+#if UNIT_DECODE
 FAST_TYPES(ATTN_DECODE_IF)
 #endif
 #endif // __CUDA_ARCH__ >= 900

@@ -597,9 +597,9 @@ template <int TY, int NT> __device__ __forceinline__ void mmvq_impl(const MQ& p)
 }
 
 // The unit being compiled (exec.go's units) says which of this file's
-// kernels it holds: UNIT_QUANT_ACT whether quant_act, UNIT_MMVQ1,
-// UNIT_MMVQ8 and UNIT_MMV1 the types whose mmvq1, mmvq8 and mmv1 kernels
-// (of those, the ones whose D is UNIT_MMV1_D).
+// kernels it holds: UNIT_QUANT_ACT whether quant_act, UNIT_MMVQ1 and
+// UNIT_MMVQ8 the types whose mmvq1 and mmvq8 kernels, UNIT_MMV1 its mmv1
+// variant (below).
 #define MMVQ1(TY) extern "C" __global__ void __launch_bounds__(256) mmvq1_##TY(MQ p) { pdl_entry(); mmvq_impl<TY, 1>(p); }
 #define MMVQ8(TY) extern "C" __global__ void __launch_bounds__(256) mmvq8_##TY(MQ p) { pdl_entry(); mmvq_impl<TY, 8>(p); }
 UNIT_MMVQ1(MMVQ1)
@@ -814,28 +814,10 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
 }
 
 // (mmv1_impl calls pdl_entry itself, after its first weight loads unless
-// its ids may come from the kernel before). A unit
-// holds the variants whose D (gate/up or not) is its UNIT_MMV1_D.
+// its ids may come from the kernel before). A unit holds one variant,
+// UNIT_MMV1(K) = K(type, G, JC, D, name suffix): exec.go's units give each
+// variant mqLaunch can pick its own program, so that a cold start's
+// compiles run side by side.
 #define MMV1_KERNEL(TY, G, JC, D, NAME) \
     extern "C" __global__ void __launch_bounds__(256, 2) mmv1_##G##_##JC##_##D##NAME(MQ p) { mmv1_impl<TY, G, JC, D>(p); }
-#define MMV1_SKIP(TY, G, JC, D, NAME)
-#define MMV1_0_0 MMV1_KERNEL
-#define MMV1_1_1 MMV1_KERNEL
-#define MMV1_0_1 MMV1_SKIP
-#define MMV1_1_0 MMV1_SKIP
-#define MMV1_PICK(D, U) MMV1_PICK_(D, U)
-#define MMV1_PICK_(D, U) MMV1_##D##_##U
-#define MMV1(TY, G, JC, D, NAME) MMV1_PICK(D, UNIT_MMV1_D)(TY, G, JC, D, NAME)
-// the variants mqLaunch picks: at most 8 loads in flight per lane and set
-#define MMV1_T_Q4_0                                                                                                 \
-    MMV1(T_Q4_0, 4, 2, 0, _T_Q4_0) MMV1(T_Q4_0, 2, 2, 0, _T_Q4_0) MMV1(T_Q4_0, 1, 2, 0, _T_Q4_0)                   \
-    MMV1(T_Q4_0, 1, 4, 0, _T_Q4_0) MMV1(T_Q4_0, 1, 8, 0, _T_Q4_0) MMV1(T_Q4_0, 2, 2, 1, _T_Q4_0)                   \
-    MMV1(T_Q4_0, 1, 2, 1, _T_Q4_0) MMV1(T_Q4_0, 1, 4, 1, _T_Q4_0)
-#define MMV1_T_Q8_0                                                                                                 \
-    MMV1(T_Q8_0, 2, 2, 0, _T_Q8_0) MMV1(T_Q8_0, 1, 2, 0, _T_Q8_0) MMV1(T_Q8_0, 1, 4, 0, _T_Q8_0)                   \
-    MMV1(T_Q8_0, 1, 2, 1, _T_Q8_0)
-#define MMV1_T_Q4_K
-#define MMV1_T_Q5_K
-#define MMV1_T_Q6_K
-#define MMV1_IF(TY) MMV1_##TY
-UNIT_MMV1(MMV1_IF)
+UNIT_MMV1(MMV1_KERNEL)
