@@ -25,7 +25,7 @@ func TestKernelsCompile(t *testing.T) {
 	}
 	sort.Strings(types)
 	defs := fmt.Sprintf("#define CACHE_W 576\n#define KV_LORA 512\n#define CACHE_HALF 1\n#define MAX_K 11008\n#define WEIGHT_TYPES(X) %s\n#define FAST_TYPES(X) X(T_Q4_0) X(T_Q8_0) X(T_Q4_K) X(T_Q5_K) X(T_Q6_K)\n", strings.Join(types, " ")) + fixedDefines
-	us := units([]string{"T_Q4_0", "T_Q8_0", "T_Q4_K", "T_Q5_K", "T_Q6_K"}, []int{1, 2})
+	us := units([]string{"T_Q4_0", "T_Q8_0", "T_Q4_K", "T_Q5_K", "T_Q6_K"}, true, []int{1, 2})
 	start := time.Now()
 	bins, hits, err := compileModules(defs, us, "sm_90", "test")
 	if err != nil {
@@ -61,16 +61,17 @@ func TestKernelsCompile(t *testing.T) {
 		}
 	}
 	// A cache row with no rotated part (the tests' small backends) sizes
-	// attn_decode's rope arrays to zero unless they are guarded.
+	// attn_decode's and mla_decode's rope arrays to zero unless they are
+	// guarded.
 	var att []unit
 	for _, u := range us {
-		if u.name == "attention" {
+		if u.file == "attention.cu" {
 			att = append(att, u)
 		}
 	}
 	norope := strings.Replace(defs, "#define CACHE_W 576", "#define CACHE_W 512", 1)
-	if len(att) != 1 || norope == defs {
-		t.Fatalf("no attention unit (%d) or no CACHE_W to change", len(att))
+	if len(att) != 4 || norope == defs {
+		t.Fatalf("%d units of attention.cu, not 4, or no CACHE_W to change", len(att))
 	}
 	if _, _, err := compileModules(norope, att, "sm_90", "test"); err != nil {
 		t.Errorf("no rotated part: %v", err)

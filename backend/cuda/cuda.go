@@ -94,6 +94,7 @@ type Backend struct {
 	pdl       bool         // launches use programmatic dependent launch (cuLaunchKernelEx)
 	exConf    launchConfig // cuLaunchKernelEx's configuration and attributes, reused
 	exAttrs   [2]launchAttr
+	unitArgs  struct{ defs, arch, devKey string } // what compile compiled with, for compileLater
 	mmv1Names map[[4]int]string
 	closed    bool
 }
@@ -104,13 +105,13 @@ var (
 )
 
 // mlaFrom is MLAFrom's default: where mla_decode overtakes attn_decode.
-// Measured on the H200 with each forced (BENCHMARKS.md; 5eee658's kernels,
-// decode tok/s at 640/1664/2688 positions): youtu 652.6/625.3/592.7 with
-// attn_decode, 654.0/648.6/637.0 with mla_decode; deepseek
-// 511.8/499.3/483.6 and 519.6/517.6/510.2; glm 278.1/269.5 and
-// 277.2/272.8 (640/1664). At 640 they are even (b256e31 then gave
-// attn_decode youtu 659.9), at 1664 mla_decode leads for all three: 1024
-// lies between.
+// Measured on the H200 with each forced (BENCHMARKS.md, decode tok/s):
+// with 5eee658's kernels at 640/1664/2688 positions youtu 652.6/625.3/592.7
+// with attn_decode, 654.0/648.6/637.0 with mla_decode; deepseek
+// 511.8/499.3/483.6 and 519.6/517.6/510.2. With attn_decode's clusters
+// (d3d2aec) at 1536-1664 positions youtu 600.0 against 643.8 and deepseek
+// 481.4 against 515.5, but glm 284.8 against 270.4, and even (266.5) at
+// 2560-2688: 1024 suits youtu and deepseek, glm's crossover lies later.
 const mlaFrom = 1024
 
 // DeviceInfo describes the GPU.

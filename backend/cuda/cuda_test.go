@@ -597,13 +597,14 @@ func TestPipelinedGreedyGPU(t *testing.T) {
 // prompt and one-token steps replayed as graphs. The contexts give
 // attn_decode one split (64 positions), three (200: uneven shares of k_b
 // and v_b rows and latent groups among a cluster's blocks) and eight (600,
-// the most), with prompts that leave splits empty (5) or fill them.
+// the most), with prompts that leave splits empty (600/5: 6 to 9
+// positions over 8 splits) or fill them.
 func TestRealWidthsFusedAsUnfused(t *testing.T) {
 	needGPU(t)
 	for _, preset := range []string{"deepseek-v2-lite", "glm-4.7-flash", "youtu-llm-2b"} {
 		t.Run(preset, func(t *testing.T) {
 			path := twoLayers(t, preset, 1)
-			for _, c := range []struct{ context, prompt int }{{64, 5}, {200, 5}, {200, 150}, {600, 300}} {
+			for _, c := range []struct{ context, prompt int }{{64, 5}, {200, 5}, {200, 150}, {600, 5}, {600, 300}} {
 				t.Run(fmt.Sprintf("%d/%d", c.context, c.prompt), func(t *testing.T) { fusedAsUnfused(t, path, c.context, c.prompt) })
 			}
 		})

@@ -24,6 +24,7 @@ type kernels struct {
 	modules []uintptr          // in units' order
 	unit    map[string]uintptr // by unit name
 	fn      map[string]uintptr
+	later   map[string]*laterUnit // units compiling in the background, by name, until loaded
 }
 
 // unit is one NVRTC program: a kernel file compiled with the model's
@@ -36,14 +37,14 @@ type unit struct {
 var moduleHeaders = map[string][]string{"mmvq.cu": {"dot.cuh"}, "attention.cu": {"dot.cuh"}}
 
 // units are the programs for a model with the given fast weight types
-// (device names: T_Q4_0, ...) and mla_decode's sizes (MT: row tiles of 16
-// heads), compiled in parallel. A cold start waits for the slowest unit,
+// (device names: T_Q4_0, ...), attn_decode (where it serves) and
+// mla_decode's sizes (MT: row tiles of 16 heads), compiled in parallel. A cold start waits for the slowest unit,
 // so the costly ones are split: each type's mmvq1 and mmvq8 products, each
 // mmv1 variant, attn_decode and each mla_decode size are units of their
 // own. One-token
 // Q4_0 and Q8_0 products are always mmv1's (mqLaunch), so those types get
 // no mmvq1 unit.
-func units(fast []string, mla []int) []unit {
+func units(fast []string, decode bool, mla []int) []unit {
 	// mmvqUnit holds quant_act (when qa), type t's kernels of the kinds
 	// named (mmvq1, mmvq8) and the mmv1 kernel mmv1 names (its UNIT_MMV1).
 	mmvqUnit := func(name string, qa bool, t string, mmv1 string, kinds ...string) unit {
@@ -61,11 +62,13 @@ func units(fast []string, mla []int) []unit {
 		{"basic", "basic.cu", ""},
 		{"matmul", "matmul.cu", ""},
 		{"attention", "attention.cu", ""},
-		{"attn_decode", "attention.cu", "#define UNIT_DECODE 1\n"},
 		mmvqUnit("quant_act", true, "", ""),
 	}
+	if decode {
+		us = append(us, unit{"attn_decode", "attention.cu", "#define UNIT_DECODE 1\n"})
+	}
 	for _, mt := range mla {
-		us = append(us, unit{fmt.Sprintf("mla%d", mt), "attention.cu", fmt.Sprintf("#define UNIT_MLA %d\n", mt)})
+		us = append(us, mlaUnit(mt))
 	}
 	for _, t := range fast {
 		if vs := mmv1Variants(t); vs != nil {
@@ -79,6 +82,11 @@ func units(fast []string, mla []int) []unit {
 		us = append(us, mmvqUnit("mmvq8_"+t, false, t, "", "mmvq8"))
 	}
 	return us
+}
+
+// mlaUnit is mla_decode's unit for MT row tiles of 16 heads.
+func mlaUnit(mt int) unit {
+	return unit{fmt.Sprintf("mla%d", mt), "attention.cu", fmt.Sprintf("#define UNIT_MLA %d\n", mt)}
 }
 
 // latentWidth is kv_lora: attn_k_b's middle dimension, or the cache row
@@ -135,22 +143,21 @@ var fixedDefines = fmt.Sprintf("#define DRAW_SLICE %d\n#define DRAW_MERGE %d\n#d
 	drawSlice, drawMerge, backend.MaxDrawTopK, q6kSlot)
 
 // compile builds (or reads from the disk cache) every module in parallel
-// and loads them on the device.
+// and loads them on the device; mla_decode's unit, which no step needs
+// before MLAFrom positions, compiles afterwards (allocMLA, compileLater),
+// so that a cold start waits for one unit fewer.
 func (b *Backend) compile() error {
 	start := time.Now()
-	arch := fmt.Sprintf("sm_%d%d", b.info.Major, b.info.Minor)
-	devKey := fmt.Sprintf("%s cc%d.%d driver %d", b.info.Name, b.info.Major, b.info.Minor, b.info.Driver)
-	defs, fast := b.shapeDefines()
-	var mla []int // the one mla_decode size the model's heads take (allocMLA)
-	if H, _ := b.decodeHeads(); H > 0 && H <= 32 {
-		mla = []int{ceilDiv(H, 16)}
-	}
-	us := units(fast, mla)
-	bins, hits, err := compileModules(defs, us, arch, devKey)
+	b.unitArgs.arch = fmt.Sprintf("sm_%d%d", b.info.Major, b.info.Minor)
+	b.unitArgs.devKey = fmt.Sprintf("%s cc%d.%d driver %d", b.info.Name, b.info.Major, b.info.Minor, b.info.Driver)
+	var fast []string
+	b.unitArgs.defs, fast = b.shapeDefines()
+	us := units(fast, b.attnDecodes(), nil)
+	bins, hits, err := compileModules(b.unitArgs.defs, us, b.unitArgs.arch, b.unitArgs.devKey)
 	if err != nil {
 		return err
 	}
-	k := &kernels{unit: map[string]uintptr{}, fn: map[string]uintptr{}}
+	k := &kernels{unit: map[string]uintptr{}, fn: map[string]uintptr{}, later: map[string]*laterUnit{}}
 	b.run(func() {
 		for i, bin := range bins {
 			var m uintptr
@@ -175,6 +182,28 @@ func (b *Backend) compile() error {
 		}
 	}
 	return nil
+}
+
+// compileLater starts compiling unit u in the background; lookup waits for
+// it and loads it.
+func (b *Backend) compileLater(u unit) {
+	l := &laterUnit{done: make(chan struct{})}
+	b.kernels.later[u.name] = l
+	a := b.unitArgs
+	go func() {
+		defer close(l.done)
+		bins, _, err := compileModules(a.defs, []unit{u}, a.arch, a.devKey)
+		if l.err = err; err == nil {
+			l.bin = bins[0]
+		}
+	}()
+}
+
+// laterUnit is a unit compiling in the background: bin once done is closed.
+type laterUnit struct {
+	done chan struct{}
+	bin  []byte
+	err  error
 }
 
 // compileModules compiles every unit for arch with the model's defines, in
@@ -263,16 +292,44 @@ func (b *Backend) function(name string) uintptr {
 	return f
 }
 
-// lookup resolves a kernel by name, once.
+// loadModule loads unit u's cubin on the device.
+func (b *Backend) loadModule(u string, bin []byte) error {
+	var m uintptr
+	var err error
+	b.run(func() {
+		err = b.d.check("cuModuleLoadData "+u, call(b.d.cuModuleLoadData, uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(&bin[0]))))
+	})
+	if err != nil {
+		return err
+	}
+	b.kernels.modules = append(b.kernels.modules, m)
+	b.kernels.unit[u] = m
+	return nil
+}
+
+// lookup resolves a kernel by name, once (waiting for its unit where that
+// compiles in the background).
 func (b *Backend) lookup(name string) (uintptr, error) {
 	if f, ok := b.kernels.fn[name]; ok {
 		return f, nil
 	}
 	var f uintptr
 	var err error
-	m, ok := b.kernels.unit[unitOf(name)]
+	u := unitOf(name)
+	m, ok := b.kernels.unit[u]
+	if l := b.kernels.later[u]; !ok && l != nil {
+		<-l.done
+		delete(b.kernels.later, u)
+		if l.err != nil {
+			return 0, l.err
+		}
+		if err = b.loadModule(u, l.bin); err != nil {
+			return 0, err
+		}
+		m, ok = b.kernels.unit[u]
+	}
 	if !ok {
-		return 0, fmt.Errorf("cuda: kernel %s: no unit %s compiled for this model", name, unitOf(name))
+		return 0, fmt.Errorf("cuda: kernel %s: no unit %s compiled for this model", name, u)
 	}
 	b.run(func() {
 		err = b.d.check("cuModuleGetFunction "+name, call(b.d.cuModuleGetFunction, uintptr(unsafe.Pointer(&f)), m, uintptr(unsafe.Pointer(cstr(name)))))

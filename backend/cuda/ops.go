@@ -742,18 +742,22 @@ func (b *Backend) settleKV(s span, read bool) {
 // given), q_nope through k_b, split-K attention with its merge, and v_b.
 // From MLAFrom positions on, where allocMLA found it fits, that is
 // mla_decode (every cache row read once for all heads, on tensor cores);
-// before, attn_decode (a block per head and split, a cluster per head:
-// Hopper and later). It reports false,
-// recording nothing, where neither serves: a batch, unfused operations,
-// k_b/v_b they have no kernel for, a pending row of another layer.
+// before, attn_decode (a block per head and split, a cluster per head). It
+// reports false, recording nothing, where neither serves: a batch, unfused
+// operations, k_b/v_b they have no kernel for, a pending row of another
+// layer, and below MLAFrom a GPU before Hopper or a latent attn_decode's
+// shared memory cannot hold (attnDecodes).
 func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int, scale float32, freqs uintptr, store *pendingStore) bool {
 	nope, H, vdim := kb.dim(0), kb.dim(2), vb.dim(1)
-	if b.NoFusion || q.rows != 1 || !decodeServes(kb, vb) || b.kvl > 1024 || H >= maxCounters || (store != nil && store.layer != layer) {
+	if b.NoFusion || q.rows != 1 || !decodeServes(kb, vb) || b.kvl > 1024 || (store != nil && store.layer != layer) {
 		return false
 	}
 	m := b.mla
-	mla := m != nil && b.maxPos+1 >= b.MLAFrom && H <= m.heads
-	if !mla && (b.info.Major < 9 || b.d.cuLaunchKernelEx == 0) { // attn_decode's clusters: Hopper, cuLaunchKernelEx
+	mla := ""
+	if m != nil && b.maxPos+1 >= b.MLAFrom && H <= m.heads {
+		mla = b.mlaKernel(kb.typ)
+	}
+	if mla == "" && !b.attnDecodes() {
 		return false
 	}
 	b.writes(d) // before store becomes the raw row: d overlapping it must not settle it ahead of this launch
@@ -768,8 +772,8 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 	}
 	weights := int64(H) * (int64(b.kvl)*kb.rowBytes + int64(vdim)*vb.rowBytes)
 	cache := int64(b.maxPos+1) * int64(k.width) * k.esize
-	if mla {
-		b.recordStruct(m.kernel[kb.typ], grid1(m.grid), [3]uint32{256, 1, 1}, weights+cache,
+	if mla != "" {
+		b.recordStruct(mla, grid1(m.grid), [3]uint32{256, 1, 1}, weights+cache,
 			uint64(q.ptr), uint64(nope), uint64(freqs), uint64(kv), uint64(nw), uint64(kvFreqs), uint64(k.layer(layer)), uint64(b.posDev()),
 			uint64(H)|f32bits(scale)<<32, f32bits(eps), uint64(kb.ptr), uint64(kb.rowBytes), uint64(vb.ptr), uint64(vb.rowBytes), uint64(vdim),
 			uint64(m.qh), uint64(m.part), uint64(m.ml), uint64(m.olat), uint64(d.ptr), uint64(b.counters+barrierOffset))
@@ -785,6 +789,16 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 	b.launches[len(b.launches)-1].cluster = uint32(S)
 	return true
 }
+
+// attnDecodes reports whether attn_decode serves this device and model: its
+// clusters need Hopper (and cuLaunchKernelEx), and its static shared
+// memory, about 54 bytes per latent value, the latent at most
+// attnDecodeMaxLatent wide (48 KiB).
+func (b *Backend) attnDecodes() bool {
+	return b.info.Major >= 9 && b.d.cuLaunchKernelEx != 0 && b.kvl <= attnDecodeMaxLatent
+}
+
+const attnDecodeMaxLatent = 768
 
 // decodeServes reports whether attn_decode and mla_decode have kernels for
 // these k_b and v_b: Q4_0 or Q8_0 (the types mmv1 serves), the same for
@@ -813,16 +827,27 @@ type mlaBuffers struct {
 	shared   int // dynamic shared memory bytes
 	qh, part uintptr
 	ml, olat uintptr
-	kernel   map[quant.Type]string // per k_b/v_b type, the kernel, where a block of it fits on an SM
+	kernel   map[quant.Type]string // per k_b/v_b type, the kernel ("" where a block of it does not fit on an SM)
+	checked  map[quant.Type]bool   // whether kernel's fit was asked
+}
+
+// mlaKernel is mla_decode's kernel for k_b/v_b type t, or "" where a block
+// of it does not fit on an SM (asked once, at its first launch: its unit
+// compiles in the background after load).
+func (b *Backend) mlaKernel(t quant.Type) string {
+	m := b.mla
+	if name := m.kernel[t]; name != "" && !m.checked[t] {
+		m.checked[t] = true
+		if !b.mlaResident(name, m.shared) {
+			m.kernel[t] = ""
+		}
+	}
+	return m.kernel[t]
 }
 
 // mlaStatic bounds mla_decode's static shared memory (kernels/attention.cu).
 const mlaStatic = 12 << 10
 
-// allocMLA makes mla_decode's scratch where the model and the device allow
-// the kernel: an f16 cache, sm_80 or later, a latent a multiple of 128 wide,
-// k_b and v_b it has a kernel for, up to 32 heads, and shared memory for its
-// tiles. It runs once, when the cache is made (after the weights).
 // decodeHeads is the most heads of a layer whose k_b and v_b the one-token
 // attention kernels serve (decodeServes), and those weights' types.
 func (b *Backend) decodeHeads() (H int, types map[quant.Type]bool) {
@@ -841,6 +866,11 @@ func (b *Backend) decodeHeads() (H int, types map[quant.Type]bool) {
 	return H, types
 }
 
+// allocMLA makes mla_decode's scratch where the model and the device allow
+// the kernel: an f16 cache, sm_80 or later, a latent a multiple of 128 wide,
+// k_b and v_b it has a kernel for, up to 32 heads, and shared memory for its
+// tiles; and starts compiling its unit in the background. It runs once,
+// when the cache is made (after the weights and the other units).
 func (b *Backend) allocMLA() error {
 	if b.kv.esize != 2 || b.info.Major < 8 || b.kvl%128 != 0 || b.kvl > 1024 || b.kv.width%32 != 0 {
 		return nil
@@ -865,15 +895,10 @@ func (b *Backend) allocMLA() error {
 		return nil
 	}
 	kernel := map[quant.Type]string{}
-	for t := range types {
-		name := fmt.Sprintf("mla_decode%d_%s_%s", mr/16, deviceTypes[t], deviceTypes[t])
-		if b.mlaResident(name, shared) {
-			kernel[t] = name
-		}
+	for t := range types { // whether a block fits an SM is asked at the kernel's first launch (mlaKernel)
+		kernel[t] = fmt.Sprintf("mla_decode%d_%s_%s", mr/16, deviceTypes[t], deviceTypes[t])
 	}
-	if len(kernel) == 0 {
-		return nil
-	}
+	b.compileLater(mlaUnit(mr / 16))
 	sizes := []int64{int64(2 * mr * width * 2), int64(G * mr * b.kvl * 4), int64(G * mr * 2 * 4), int64(H * b.kvl * 4)}
 	var total int64
 	for i, n := range sizes {
@@ -886,7 +911,7 @@ func (b *Backend) allocMLA() error {
 	if err != nil {
 		return err
 	}
-	m := &mlaBuffers{grid: G, heads: H, shared: shared, kernel: kernel}
+	m := &mlaBuffers{grid: G, heads: H, shared: shared, kernel: kernel, checked: map[quant.Type]bool{}}
 	for i, dst := range []*uintptr{&m.qh, &m.part, &m.ml, &m.olat} {
 		*dst = p
 		p += uintptr(sizes[i])

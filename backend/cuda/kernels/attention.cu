@@ -1,9 +1,10 @@
 // Attention over the latent cache: storing a token's row, split-K
 // attention with its merge, and the one-token kernels (attn_decode,
 // mla_decode) that also apply k_b and v_b (the absorptions) themselves.
-// Four units compile this file (exec.go's units), so that a cold start's
-// compiles run side by side: UNIT_MLA 1 and 2 hold the mla_decode kernels
-// of MT 1 and 2, UNIT_DECODE attn_decode's, and the fourth all the others.
+// Its units (exec.go's units) are separate programs, so that a cold
+// start's compiles run side by side: UNIT_MLA 1 or 2 holds the mla_decode
+// kernels of MT 1 or 2, UNIT_DECODE attn_decode's, and the plain unit all
+// the others.
 
 // cache_store writes token t's row (CACHE_W values) at position pos[t].
 #if !UNIT_MLA && !UNIT_DECODE
@@ -230,9 +231,10 @@ __device__ __forceinline__ void attn_split(float* part, const float* qsh, const 
 // split holds pos, and in attn_decode it also normalises, rotates and
 // stores the token's own row first, so it takes ATT_OWN_LESS positions
 // fewer than an even share (at least one) and the others the rest (youtu
-// at 640 positions: 652.8 and 655.8 tok/s with 0, 659.9 and 659.7 with
-// 32). attn_partial's batches split the same way, so that the unfused
-// kernels merge in attn_decode's order.
+// at 640 positions, before the clusters: 652.8 and 655.8 tok/s with 0,
+// 659.9 and 659.7 with 32; with them, 661.5 with 0 and 668.6 with 64
+// against 668.5 and 667.8). attn_partial's batches split the same way, so
+// that the unfused kernels merge in attn_decode's order.
 #define ATT_OWN_LESS 32
 __device__ __forceinline__ void split_range(int pos, int S, int s, int& p0, int& p1) {
     const int n = pos + 1, last = S == 1 ? n : max(1, (n + S - 1) / S - ATT_OWN_LESS), rest = n - last;
@@ -453,8 +455,9 @@ __device__ __forceinline__ int share_owner(int n, int S, int i) {
 
 #if __CUDA_ARCH__ >= 900
 // A thread block cluster's barrier (every thread of every block arrives;
-// wait returns once all have, their shared-memory writes visible), and a
-// peer block's copy of a shared variable (distributed shared memory).
+// wait returns once all have, the shared-memory writes each made before
+// arriving visible: not those after), and a peer block's copy of a shared
+// variable (distributed shared memory).
 __device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
 template <class T> __device__ __forceinline__ T* cluster_peer(T* p, int rank) {
@@ -462,9 +465,7 @@ template <class T> __device__ __forceinline__ T* cluster_peer(T* p, int rank) {
     asm("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(p), "r"(rank));
     return (T*)r;
 }
-#endif
 
-#if __CUDA_ARCH__ >= 900
 template <int TK, int TV>
 __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     __shared__ __align__(16) float qsh[CACHE_W];
