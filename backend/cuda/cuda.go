@@ -129,6 +129,7 @@ type Compile struct {
 	Seconds float64 // wall time of compiling or reading the cache
 	Modules int
 	Cached  int // modules read from the disk cache
+	Later   int // modules compiled in the background after load (mla_decode's), not in Seconds
 }
 
 // New opens device 0 (or the device named by ordinal) and starts the

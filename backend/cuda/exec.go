@@ -189,6 +189,7 @@ func (b *Backend) compile() error {
 func (b *Backend) compileLater(u unit) {
 	l := &laterUnit{done: make(chan struct{})}
 	b.kernels.later[u.name] = l
+	b.compiled.Later++
 	a := b.unitArgs
 	go func() {
 		defer close(l.done)

@@ -60,8 +60,12 @@ func newProfileCmd() *cobra.Command {
 			c := be.Compiled()
 			info := be.Device()
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%s: %s, decode step at depth %d, %d kernels; kernels compiled in %.3f s (%d of %d modules from the cache)\n",
-				args[0], info.Name, depth, len(times), c.Seconds, c.Cached, c.Modules)
+			later := ""
+			if c.Later > 0 {
+				later = fmt.Sprintf("; %d more in the background", c.Later)
+			}
+			fmt.Fprintf(w, "%s: %s, decode step at depth %d, %d kernels; kernels compiled in %.3f s (%d of %d modules from the cache%s)\n",
+				args[0], info.Name, depth, len(times), c.Seconds, c.Cached, c.Modules, later)
 			printProfile(w, times, top, each)
 			return nil
 		},
