@@ -87,7 +87,8 @@ type Backend struct {
 	HalfCache bool
 	// MLAFrom is the context length (positions up to the token's) from which
 	// one-token attention runs as mla_decode, every cache row read once for
-	// all heads, instead of attn_decode, a block per head and split.
+	// all heads, instead of attn_decode, a block per head and split; below
+	// 0 (the default), mlaFromTiles' for the model's heads.
 	MLAFrom   int
 	nLaunch   uint64
 	prof      *profiler
@@ -104,15 +105,22 @@ var (
 	_ backend.Counter = (*Backend)(nil)
 )
 
-// mlaFrom is MLAFrom's default: where mla_decode overtakes attn_decode.
+// mlaFromTiles is MLAFrom's default for a model whose heads fill mt of
+// mla_decode's 16-row tiles: where mla_decode overtakes attn_decode.
 // Measured on the H200 with each forced (BENCHMARKS.md, decode tok/s):
 // with 5eee658's kernels at 640/1664/2688 positions youtu 652.6/625.3/592.7
 // with attn_decode, 654.0/648.6/637.0 with mla_decode; deepseek
 // 511.8/499.3/483.6 and 519.6/517.6/510.2. With attn_decode's clusters
 // (d3d2aec) at 1536-1664 positions youtu 600.0 against 643.8 and deepseek
-// 481.4 against 515.5, but glm 284.8 against 270.4, and even (266.5) at
-// 2560-2688: 1024 suits youtu and deepseek, glm's crossover lies later.
-const mlaFrom = 1024
+// 481.4 against 515.5 (16 heads, one tile: 1024), but glm 284.8 against
+// 270.4, and even (266.7, 266.4) at 2560-2688 (20 heads, two tiles, 12
+// rows of them padding: 2048).
+func mlaFromTiles(mt int) int {
+	if mt > 1 {
+		return 2048
+	}
+	return 1024
+}
 
 // DeviceInfo describes the GPU.
 type DeviceInfo struct {
@@ -146,7 +154,7 @@ func New(ordinal int) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{d: d, work: make(chan func()), done: make(chan struct{}), types: map[quant.Type]bool{}, HalfCache: half, MLAFrom: mlaFrom,
+	b := &Backend{d: d, work: make(chan func()), done: make(chan struct{}), types: map[quant.Type]bool{}, HalfCache: half, MLAFrom: -1,
 		graphs: map[uint64]uintptr{}, ropes: map[*float32]uintptr{}, bigShared: map[uintptr]int{}, mmv1Names: map[[4]int]string{},
 		pdl: d.cuLaunchKernelEx != 0}
 	started := make(chan error)

@@ -754,7 +754,7 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 	}
 	m := b.mla
 	mla := ""
-	if m != nil && b.maxPos+1 >= b.MLAFrom && H <= m.heads {
+	if m != nil && b.maxPos+1 >= m.from(b.MLAFrom) && H <= m.heads {
 		mla = b.mlaKernel(kb.typ)
 	}
 	if mla == "" && !b.attnDecodes() {
@@ -829,6 +829,15 @@ type mlaBuffers struct {
 	ml, olat uintptr
 	kernel   map[quant.Type]string // per k_b/v_b type, the kernel ("" where a block of it does not fit on an SM)
 	checked  map[quant.Type]bool   // whether kernel's fit was asked
+}
+
+// from is where one-token attention turns to mla_decode: MLAFrom, or below
+// 0 mlaFromTiles' default for the model's heads.
+func (m *mlaBuffers) from(mlaFrom int) int {
+	if mlaFrom < 0 {
+		return mlaFromTiles(ceilDiv(m.heads, 16))
+	}
+	return mlaFrom
 }
 
 // mlaKernel is mla_decode's kernel for k_b/v_b type t, or "" where a block

@@ -56,3 +56,17 @@ func TestEveryLaunchedKernelHasAUnit(t *testing.T) {
 		}
 	}
 }
+
+// MLAFrom below 0 picks mla_decode from 1024 positions for heads that fill
+// one 16-row tile and from 2048 for two (glm's 20: attn_decode measured
+// faster to about 2600); a value set is kept, 0 included (the tests' "from
+// the first position").
+func TestMLAFromDefault(t *testing.T) {
+	for _, c := range []struct{ set, heads, want int }{
+		{-1, 16, 1024}, {-1, 8, 1024}, {-1, 20, 2048}, {-1, 32, 2048}, {0, 20, 0}, {5000, 16, 5000},
+	} {
+		if got := (&mlaBuffers{heads: c.heads}).from(c.set); got != c.want {
+			t.Errorf("MLAFrom %d, %d heads: from %d, want %d", c.set, c.heads, got, c.want)
+		}
+	}
+}
