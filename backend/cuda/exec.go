@@ -200,6 +200,17 @@ func (b *Backend) compileLater(u unit) {
 	}()
 }
 
+// WaitCompiles waits for the units compiling in the background (compile),
+// so that a benchmark's first steps do not wait for one.
+func (b *Backend) WaitCompiles() {
+	if b.kernels == nil {
+		return
+	}
+	for _, l := range b.kernels.later {
+		<-l.done
+	}
+}
+
 // laterUnit is a unit compiling in the background: bin once done is closed.
 type laterUnit struct {
 	done chan struct{}
