@@ -38,12 +38,11 @@ var moduleHeaders = map[string][]string{"mmvq.cu": {"dot.cuh"}, "attention.cu": 
 
 // units are the programs for a model with the given fast weight types
 // (device names: T_Q4_0, ...), attn_decode (where it serves) and
-// mla_decode's sizes (MT: row tiles of 16 heads), compiled in parallel. A cold start waits for the slowest unit,
-// so the costly ones are split: each type's mmvq1 and mmvq8 products, each
-// mmv1 variant, attn_decode and each mla_decode size are units of their
-// own. One-token
-// Q4_0 and Q8_0 products are always mmv1's (mqLaunch), so those types get
-// no mmvq1 unit.
+// mla_decode's sizes (MT: row tiles of 16 heads), compiled in parallel. A
+// cold start waits for the slowest unit, so the costly ones are split:
+// each type's mmvq1 and mmvq8 products, each mmv1 variant, attn_decode and
+// each mla_decode size are units of their own. One-token Q4_0 and Q8_0
+// products are always mmv1's (mqLaunch), so those types get no mmvq1 unit.
 func units(fast []string, decode bool, mla []int) []unit {
 	// mmvqUnit holds quant_act (when qa), type t's kernels of the kinds
 	// named (mmvq1, mmvq8) and the mmv1 kernel mmv1 names (its UNIT_MMV1).
@@ -200,7 +199,7 @@ func (b *Backend) compileLater(u unit) {
 	}()
 }
 
-// WaitCompiles waits for the units compiling in the background (compile),
+// WaitCompiles waits for the units compiling in the background (compileLater),
 // so that a benchmark's first steps do not wait for one.
 func (b *Backend) WaitCompiles() {
 	if b.kernels == nil {

@@ -792,8 +792,8 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 
 // attnDecodes reports whether attn_decode serves this device and model: its
 // clusters need Hopper (and cuLaunchKernelEx), and its static shared
-// memory, about 54 bytes per latent value, the latent at most
-// attnDecodeMaxLatent wide (48 KiB).
+// memory, about 54 bytes per latent value and at most 48 KiB, a latent at
+// most attnDecodeMaxLatent wide.
 func (b *Backend) attnDecodes() bool {
 	return b.info.Major >= 9 && b.d.cuLaunchKernelEx != 0 && b.kvl <= attnDecodeMaxLatent
 }
