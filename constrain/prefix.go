@@ -218,14 +218,7 @@ func (c *PrefixTokens) Mask(logits []float32) {
 			}
 		}
 	}
-	for _, id := range c.v.rest {
-		if int(id) < len(logits) && !c.Allow(id) {
-			logits[id] = refuse
-		}
-	}
-	for id := c.v.tok.Vocab(); id < len(logits); id++ { // a padded vocabulary's ids past the tokenizer's
-		logits[id] = refuse
-	}
+	c.v.maskRest(logits, c.Allow)
 }
 
 // mayStart reports whether a token whose text starts with b may come next, as far as that byte tells.

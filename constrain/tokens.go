@@ -15,6 +15,21 @@ type Vocab struct {
 	rest    []int32
 }
 
+// maskRest sets to -Inf the logits of the tokens outside byFirst that allow
+// refuses, and of a padded vocabulary's ids past the tokenizer's: the part of
+// every Mask that takes no first-byte shortcut.
+func (v *Vocab) maskRest(logits []float32, allow func(int32) bool) {
+	refuse := float32(math.Inf(-1))
+	for _, id := range v.rest {
+		if int(id) < len(logits) && !allow(id) {
+			logits[id] = refuse
+		}
+	}
+	for id := v.tok.Vocab(); id < len(logits); id++ {
+		logits[id] = refuse
+	}
+}
+
 // NewVocab indexes tok's vocabulary.
 func NewVocab(tok *tokenizer.Tokenizer) *Vocab {
 	v := &Vocab{tok: tok}
@@ -100,12 +115,5 @@ func (c *JSONTokens) Mask(logits []float32) {
 			}
 		}
 	}
-	for _, id := range c.v.rest {
-		if int(id) < len(logits) && !c.Allow(id) {
-			logits[id] = refuse
-		}
-	}
-	for id := c.v.tok.Vocab(); id < len(logits); id++ { // a padded vocabulary's ids past the tokenizer's
-		logits[id] = refuse
-	}
+	c.v.maskRest(logits, c.Allow)
 }
