@@ -10,9 +10,9 @@ import (
 // they decode to, special ones included (a call's markup often is one); a token that writes nothing is
 // refused while the text is due.
 type PrefixTokens struct {
-	v           *Vocab
-	p           Prefix
-	st, scratch prefixState
+	v  *Vocab
+	p  Prefix
+	st prefixState
 }
 
 // Prefix is what PrefixTokens holds an output to.
@@ -191,8 +191,8 @@ func (c *PrefixTokens) Allow(id int32) bool {
 	case c.st.phase == ending || c.st.phase == free:
 		return true // any text (feed would only look for End or Again)
 	}
-	c.scratch = c.st
-	return c.feed(&c.scratch, tok.Piece(id))
+	st := c.st
+	return c.feed(&st, tok.Piece(id))
 }
 
 // Accept moves past id, which Allow allowed.

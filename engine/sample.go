@@ -392,17 +392,19 @@ func (s *Sampler) draw(cand []candidate, top float32, u float64) int32 {
 		sum += w[i]
 	}
 	r := u * sum
-	last := cand[0].id // the last candidate with a weight: where rounding that leaves r above them all lands
 	for i, x := range w {
-		if x > 0 {
-			last = cand[i].id
-		}
 		if r < x {
 			return cand[i].id
 		}
 		r -= x
 	}
-	return last
+	// rounding left r above every weight: the last candidate with one
+	for i := len(w) - 1; i > 0; i-- {
+		if w[i] > 0 {
+			return cand[i].id
+		}
+	}
+	return cand[0].id
 }
 
 // topK gathers the k best tokens of l into dst (unsorted) with a min-heap
