@@ -21,8 +21,9 @@ type ToolSyntax struct {
 	viable func(after string) bool
 	// named is how a call of function name begins, as the templates write it (CallPrefix).
 	named func(name string) (prefix, next string)
-	// toolsInSystem: its templates leave the tools offered to the system prompt (ToolsPrompt).
-	toolsInSystem bool
+	// toolsPrompt, where set, describes the tools offered for the system prompt: its templates leave
+	// them out (ToolsPrompt).
+	toolsPrompt func(tools []json.RawMessage) string
 }
 
 // The syntaxes, each named for the family of templates that write it.
@@ -43,7 +44,7 @@ var (
 	// R1's do not show them either, but their models were taught the ```json form, not ToolsPrompt's.)
 	deepseekV31Tools = func() *ToolSyntax {
 		s := *deepseekTools
-		s.Name, s.toolsInSystem = "deepseek-v3.1", true
+		s.Name, s.toolsPrompt = "deepseek-v3.1", deepseekToolsPrompt
 		s.named = func(name string) (string, string) { return dsCallsBegin + dsCallBegin + name + dsSep, "" }
 		return &s
 	}()

@@ -19,6 +19,11 @@ func (syn *ToolSyntax) ToolsPrompt(tools []json.RawMessage) string {
 	if !syn.DescribesTools() || len(tools) == 0 {
 		return ""
 	}
+	return syn.toolsPrompt(tools)
+}
+
+// deepseekToolsPrompt is DeepSeek-V3.1's ToolsPrompt.
+func deepseekToolsPrompt(tools []json.RawMessage) string {
 	var b strings.Builder
 	b.WriteString("\n\n## Tools\nYou have access to the following tools:\n")
 	for _, raw := range tools {
@@ -44,7 +49,7 @@ func (syn *ToolSyntax) ToolsPrompt(tools []json.RawMessage) string {
 
 // DescribesTools reports whether syn's templates leave the tools to the system prompt, where ToolsPrompt
 // describes them (false for nil: no syntax).
-func (syn *ToolSyntax) DescribesTools() bool { return syn != nil && syn.toolsInSystem }
+func (syn *ToolSyntax) DescribesTools() bool { return syn != nil && syn.toolsPrompt != nil }
 
 // WithSystem returns msgs with text appended to their last system message (templates join several, or keep
 // only the last), or in a new one first when they have none; msgs itself is left as it was.

@@ -264,9 +264,6 @@ var errNoMessages = badRequest("messages", "messages is empty: send at least one
 // render applies the model's chat template to a chat and the tools it
 // offers, as chatInput left them.
 func (s *Server) render(msgs []chat.Message, tools []json.RawMessage, extra map[string]any) (string, error) {
-	if len(msgs) == 0 {
-		return "", errNoMessages
-	}
 	text, err := s.model.Template.Render(chat.Input{Messages: msgs, Tools: tools, AddGenerationPrompt: true, Extra: extra})
 	if err != nil {
 		// Templates refuse conversations they cannot express (raise_exception).
