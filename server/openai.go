@@ -366,6 +366,11 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 	if choice.none {
 		req.Tools = nil
 	}
+	if choice.required {
+		if err := s.checkCall(req.Tools, choice.name, asJSON != nil); err != nil {
+			return nil, err
+		}
+	}
 	msgs, extra, err := s.chatInput(msgs, req.Tools, req.ChatTemplateKwargs)
 	if err != nil {
 		return nil, err
@@ -395,9 +400,7 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 		return nil, err
 	}
 	if choice.required {
-		if err := s.requireCall(gen, req.Tools, choice.name); err != nil {
-			return nil, err
-		}
+		s.requireCall(gen, choice.name)
 	}
 	return gen, nil
 }
@@ -444,30 +447,38 @@ func toolName(raw json.RawMessage) string {
 	return t.Function.Name
 }
 
-// requireCall makes gen's answer begin with a call (of name, when set) to
-// one of tools (already checked): it must write the call's opening markup as
-// its template writes it first, after a reasoning block its prompt opens or,
-// when the model may think, the answer itself opens (constrain.PrefixTokens).
-func (s *Server) requireCall(gen *genRequest, tools []json.RawMessage, name string) error {
+// checkCall checks that a request requiring a call (of name, when set) can
+// have one: it offers tools (already checked), that one among them, the
+// answer is not JSON (a call's markup would be inside a string), and the
+// model writes calls in a syntax latent reads. Done before the prompt is
+// rendered.
+func (s *Server) checkCall(tools []json.RawMessage, name string, asJSON bool) error {
 	bad := func(msg string) error { return badRequest("tool_choice", "tool_choice "+msg) }
-	syn := s.toolSyntax
 	switch {
 	case len(tools) == 0:
 		return bad("requires a call, but the request offers no tools")
 	case name != "" && !slices.ContainsFunc(tools, func(t json.RawMessage) bool { return toolName(t) == name }):
 		return bad(fmt.Sprintf("names the function %q, which is not among the tools", name))
-	case gen.constraint != nil: // readAnswer's JSON object
+	case asJSON:
 		return bad("requires a call, which a JSON response_format excludes")
-	case syn == nil:
+	case s.toolSyntax == nil:
 		return bad(fmt.Sprintf("requires a call, but %q writes calls in no syntax latent reads", s.model.Name))
 	}
+	return nil
+}
+
+// requireCall makes gen's answer begin with a call (of name, when set), as
+// checkCall allowed: it must write the call's opening markup as its
+// template writes it first, after a reasoning block its prompt opens or,
+// when the model may think, the answer itself opens (constrain.PrefixTokens).
+func (s *Server) requireCall(gen *genRequest, name string) {
+	syn := s.toolSyntax
 	prefix, next := syn.CallPrefix(name)
 	c := constrain.Prefix{Text: prefix, Next: next, End: syn.CallEnd(), Again: syn.Begin, Close: chat.ThinkClose, Inside: gen.opensReasoning()}
 	if !c.Inside && s.thinks && !chat.ClosesReasoning(gen.prompt) {
 		c.Open = chat.ThinkOpen // the model may open its reasoning itself (Qwen3, R1); a prompt that closed it turned it off
 	}
 	gen.constraint = constrain.NewPrefixTokens(s.vocab(), c)
-	return nil
 }
 
 func checkN(n *int) error {
