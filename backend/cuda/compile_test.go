@@ -25,7 +25,7 @@ func TestKernelsCompile(t *testing.T) {
 	}
 	sort.Strings(types)
 	defs := fmt.Sprintf("#define CACHE_W 576\n#define KV_LORA 512\n#define CACHE_HALF 1\n#define MAX_K 11008\n#define WEIGHT_TYPES(X) %s\n#define FAST_TYPES(X) X(T_Q4_0) X(T_Q8_0) X(T_Q4_K) X(T_Q5_K) X(T_Q6_K)\n", strings.Join(types, " ")) + fixedDefines
-	us := units([]string{"T_Q4_0", "T_Q8_0", "T_Q4_K", "T_Q5_K", "T_Q6_K"}, true, []int{1, 2})
+	us := append(units([]string{"T_Q4_0", "T_Q8_0", "T_Q4_K", "T_Q5_K", "T_Q6_K"}, true), mlaUnit(1), mlaUnit(2))
 	start := time.Now()
 	bins, hits, err := compileModules(defs, us, "sm_90", "test")
 	if err != nil {

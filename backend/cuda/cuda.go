@@ -95,7 +95,6 @@ type Backend struct {
 	pdl       bool         // launches use programmatic dependent launch (cuLaunchKernelEx)
 	exConf    launchConfig // cuLaunchKernelEx's configuration and attributes, reused
 	exAttrs   [2]launchAttr
-	unitArgs  struct{ defs, arch, devKey string } // what compile compiled with, for compileLater
 	mmv1Names map[[4]int]string
 	closed    bool
 }
@@ -479,10 +478,10 @@ func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
 	}
 	b.kv = k
 	b.kvl = b.latentWidth()
-	if err := b.compile(); err != nil {
+	if err := b.allocMLA(); err != nil {
 		return nil, err
 	}
-	if err := b.allocMLA(); err != nil {
+	if err := b.compile(); err != nil {
 		return nil, err
 	}
 	return k, nil

@@ -37,13 +37,13 @@ type unit struct {
 var moduleHeaders = map[string][]string{"mmvq.cu": {"dot.cuh"}, "attention.cu": {"dot.cuh"}}
 
 // units are the programs for a model with the given fast weight types
-// (device names: T_Q4_0, ...), attn_decode (where it serves) and
-// mla_decode's sizes (MT: row tiles of 16 heads), compiled in parallel. A
-// cold start waits for the slowest unit, so the costly ones are split:
-// each type's mmvq1 and mmvq8 products, each mmv1 variant, attn_decode and
-// each mla_decode size are units of their own. One-token Q4_0 and Q8_0
+// (device names: T_Q4_0, ...) and attn_decode (where it serves), compiled
+// in parallel; mla_decode's (mlaUnit) compiles after them. A cold start
+// waits for the slowest unit, so the costly ones are split: each type's
+// mmvq1 and mmvq8 products, each mmv1 variant and attn_decode are units of
+// their own. One-token Q4_0 and Q8_0
 // products are always mmv1's (mqLaunch), so those types get no mmvq1 unit.
-func units(fast []string, decode bool, mla []int) []unit {
+func units(fast []string, decode bool) []unit {
 	// mmvqUnit holds quant_act (when qa), type t's kernels of the kinds
 	// named (mmvq1, mmvq8) and the mmv1 kernel mmv1 names (its UNIT_MMV1).
 	mmvqUnit := func(name string, qa bool, t string, mmv1 string, kinds ...string) unit {
@@ -66,13 +66,10 @@ func units(fast []string, decode bool, mla []int) []unit {
 	if decode {
 		us = append(us, unit{"attn_decode", "attention.cu", "#define UNIT_DECODE 1\n"})
 	}
-	for _, mt := range mla {
-		us = append(us, mlaUnit(mt))
-	}
 	for _, t := range fast {
 		if vs := mmv1Variants(t); vs != nil {
 			for _, v := range vs {
-				name := fmt.Sprintf("mmv1_%d_%d_%d_%s", v[0], v[1], v[2], t)
+				name := mmv1Kernel(v[0], v[1], v[2], t)
 				us = append(us, mmvqUnit(name, false, t, fmt.Sprintf("K(%s, %d, %d, %d, _%s)", t, v[0], v[1], v[2], t)))
 			}
 		} else {
@@ -142,17 +139,16 @@ var fixedDefines = fmt.Sprintf("#define DRAW_SLICE %d\n#define DRAW_MERGE %d\n#d
 	drawSlice, drawMerge, backend.MaxDrawTopK, q6kSlot)
 
 // compile builds (or reads from the disk cache) every module in parallel
-// and loads them on the device; mla_decode's unit, which no step needs
-// before MLAFrom positions, compiles afterwards (allocMLA, compileLater),
-// so that a cold start waits for one unit fewer.
+// and loads them on the device; mla_decode's unit, where allocMLA made its
+// scratch, compiles afterwards in the background (no step needs it before
+// MLAFrom positions), so that a cold start waits for one unit fewer.
 func (b *Backend) compile() error {
 	start := time.Now()
-	b.unitArgs.arch = fmt.Sprintf("sm_%d%d", b.info.Major, b.info.Minor)
-	b.unitArgs.devKey = fmt.Sprintf("%s cc%d.%d driver %d", b.info.Name, b.info.Major, b.info.Minor, b.info.Driver)
-	var fast []string
-	b.unitArgs.defs, fast = b.shapeDefines()
-	us := units(fast, b.attnDecodes(), nil)
-	bins, hits, err := compileModules(b.unitArgs.defs, us, b.unitArgs.arch, b.unitArgs.devKey)
+	arch := fmt.Sprintf("sm_%d%d", b.info.Major, b.info.Minor)
+	devKey := fmt.Sprintf("%s cc%d.%d driver %d", b.info.Name, b.info.Major, b.info.Minor, b.info.Driver)
+	defs, fast := b.shapeDefines()
+	us := units(fast, b.attnDecodes())
+	bins, hits, err := compileModules(defs, us, arch, devKey)
 	if err != nil {
 		return err
 	}
@@ -180,19 +176,21 @@ func (b *Backend) compile() error {
 			b.compiled.Cached++
 		}
 	}
+	if b.mla != nil {
+		b.compileLater(mlaUnit(ceilDiv(b.mla.heads, 16)), defs, arch, devKey)
+	}
 	return nil
 }
 
 // compileLater starts compiling unit u in the background; lookup waits for
 // it and loads it.
-func (b *Backend) compileLater(u unit) {
+func (b *Backend) compileLater(u unit, defs, arch, devKey string) {
 	l := &laterUnit{done: make(chan struct{})}
 	b.kernels.later[u.name] = l
 	b.compiled.Later++
-	a := b.unitArgs
 	go func() {
 		defer close(l.done)
-		bins, _, err := compileModules(a.defs, []unit{u}, a.arch, a.devKey)
+		bins, _, err := compileModules(defs, []unit{u}, arch, devKey)
 		if l.err = err; err == nil {
 			l.bin = bins[0]
 		}
@@ -361,7 +359,7 @@ type launch struct {
 	a0, n       int
 	structArg   bool
 	shmem       uint32 // dynamic shared memory bytes
-	cluster     uint32 // blocks of a thread block cluster along y (grid2(x, cluster)), or 0
+	clustered   bool   // its blocks along y are one thread block cluster (grid2(x, S))
 	skip        bool   // a lazily recorded norm nobody needed
 	bytes       int64  // device memory the kernel reads and writes, for profiles
 	mq          *mq    // the parameters of an mmvq launch, for fusing
@@ -465,7 +463,6 @@ func (b *Backend) signature() uint64 {
 		mix(uint64(l.grid[0]) | uint64(l.grid[1])<<32)
 		mix(uint64(l.grid[2]) | uint64(l.block[0])<<32)
 		mix(uint64(l.n) | uint64(l.shmem)<<32)
-		mix(uint64(l.cluster))
 		for _, a := range b.args[l.a0 : l.a0+l.n] {
 			mix(a)
 		}
@@ -500,17 +497,17 @@ func (b *Backend) issue() error {
 			ev0 = b.prof.before(b)
 		}
 		var r uintptr
-		if b.pdl || l.cluster > 0 {
+		if b.pdl || l.clustered {
 			n := 0
 			if b.pdl { // every kernel orders itself (pdl_entry), so any may start before the previous one ends
 				b.exAttrs[n] = launchAttr{id: attrProgrammaticSerialization}
 				b.exAttrs[n].val[0] = 1
 				n++
 			}
-			if l.cluster > 0 {
+			if l.clustered {
 				b.exAttrs[n] = launchAttr{id: attrClusterDimension}
 				binary.LittleEndian.PutUint32(b.exAttrs[n].val[0:], 1)
-				binary.LittleEndian.PutUint32(b.exAttrs[n].val[4:], l.cluster)
+				binary.LittleEndian.PutUint32(b.exAttrs[n].val[4:], l.grid[1])
 				binary.LittleEndian.PutUint32(b.exAttrs[n].val[8:], 1)
 				n++
 			}

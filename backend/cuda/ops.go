@@ -384,11 +384,27 @@ func (b *Backend) recordMQ(w *weight, m *mq, ny int, bytes int64) {
 // nw matrices, each block words 16-byte words, are at most 8 in flight.
 func mmv1Fits(g, jc, nw, words int) bool { return g*jc*nw*words <= 8 }
 
+// mmv1Words is how many 16-byte words a block of device type t takes in
+// mmv1's loads, or 0 for a type mmv1 does not serve.
+func mmv1Words(t string) int {
+	switch t {
+	case "T_Q4_0":
+		return 1
+	case "T_Q8_0":
+		return 2
+	}
+	return 0
+}
+
+// mmv1Kernel is the name of mmv1's kernel (and unit) for variant (G, JC,
+// D) and device type t.
+func mmv1Kernel(g, jc, d int, t string) string { return fmt.Sprintf("mmv1_%d_%d_%d_%s", g, jc, d, t) }
+
 // mmv1Variants are the (G, JC, D) of every mmv1 kernel mqLaunch can pick
 // for device type t (T_Q4_0 or T_Q8_0), or nil for the others: JC from 2
 // while the loads fit, G above 1 only with JC 2.
 func mmv1Variants(t string) [][3]int {
-	words := map[string]int{"T_Q4_0": 1, "T_Q8_0": 2}[t]
+	words := mmv1Words(t)
 	if words == 0 {
 		return nil
 	}
@@ -420,10 +436,7 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 		for lpr < nb && lpr < 32 {
 			lpr <<= 1
 		}
-		words, nw := 1, 1
-		if m.typ == quant.Q8_0 {
-			words = 2
-		}
+		words, nw := mmv1Words(deviceTypes[m.typ]), 1
 		if m.w2 != 0 {
 			nw = 2
 		}
@@ -476,7 +489,7 @@ func (b *Backend) mmv1Name(g, jc, dual int, typ quant.Type) string {
 	if n, ok := b.mmv1Names[k]; ok {
 		return n
 	}
-	n := fmt.Sprintf("mmv1_%d_%d_%d_%s", g, jc, dual, deviceTypes[typ])
+	n := mmv1Kernel(g, jc, dual, deviceTypes[typ])
 	b.mmv1Names[k] = n
 	return n
 }
@@ -749,7 +762,7 @@ func (b *Backend) settleKV(s span, read bool) {
 // shared memory cannot hold (attnDecodes).
 func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int, scale float32, freqs uintptr, store *pendingStore) bool {
 	nope, H, vdim := kb.dim(0), kb.dim(2), vb.dim(1)
-	if b.NoFusion || q.rows != 1 || !decodeServes(kb, vb) || b.kvl > 1024 || (store != nil && store.layer != layer) {
+	if b.NoFusion || q.rows != 1 || !decodeServes(kb, vb) || (store != nil && store.layer != layer) {
 		return false
 	}
 	m := b.mla
@@ -786,7 +799,7 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 		uint64(kv), uint64(nw), uint64(kvFreqs), uint64(k.layer(layer)), uint64(b.posDev()),
 		uint64(H)|uint64(S)<<32, f32bits(scale)|f32bits(eps)<<32,
 		uint64(kb.ptr), uint64(kb.rowBytes), uint64(vb.ptr), uint64(vb.rowBytes), uint64(vdim))
-	b.launches[len(b.launches)-1].cluster = uint32(S)
+	b.launches[len(b.launches)-1].clustered = true
 	return true
 }
 
@@ -878,8 +891,8 @@ func (b *Backend) decodeHeads() (H int, types map[quant.Type]bool) {
 // allocMLA makes mla_decode's scratch where the model and the device allow
 // the kernel: an f16 cache, sm_80 or later, a latent a multiple of 128 wide,
 // k_b and v_b it has a kernel for, up to 32 heads, and shared memory for its
-// tiles; and starts compiling its unit in the background. It runs once,
-// when the cache is made (after the weights and the other units).
+// tiles (compile then compiles its unit in the background). It runs once, when
+// the cache is made (after the weights, before the kernels compile).
 func (b *Backend) allocMLA() error {
 	if b.kv.esize != 2 || b.info.Major < 8 || b.kvl%128 != 0 || b.kvl > 1024 || b.kv.width%32 != 0 {
 		return nil
@@ -907,7 +920,6 @@ func (b *Backend) allocMLA() error {
 	for t := range types { // whether a block fits an SM is asked at the kernel's first launch (mlaKernel)
 		kernel[t] = fmt.Sprintf("mla_decode%d_%s_%s", mr/16, deviceTypes[t], deviceTypes[t])
 	}
-	b.compileLater(mlaUnit(mr / 16))
 	sizes := []int64{int64(2 * mr * width * 2), int64(G * mr * b.kvl * 4), int64(G * mr * 2 * 4), int64(H * b.kvl * 4)}
 	var total int64
 	for i, n := range sizes {

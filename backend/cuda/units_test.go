@@ -46,7 +46,7 @@ func TestEveryLaunchedKernelHasAUnit(t *testing.T) {
 			}
 		}
 		have := map[string]bool{}
-		for _, u := range units([]string{deviceTypes[typ]}, true, []int{1, 2}) {
+		for _, u := range append(units([]string{deviceTypes[typ]}, true), mlaUnit(1), mlaUnit(2)) {
 			have[u.name] = true
 		}
 		for _, n := range slices.Compact(slices.Sorted(slices.Values(names))) {
