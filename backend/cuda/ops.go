@@ -797,7 +797,7 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 	b.recordStruct(attnDecodeName(kb.typ), grid2(H, S), [3]uint32{256, 1, 1}, weights+int64(H)*cache,
 		uint64(d.ptr), uint64(q.ptr), uint64(nope), uint64(freqs),
 		uint64(kv), uint64(nw), uint64(kvFreqs), uint64(k.layer(layer)), uint64(b.posDev()),
-		uint64(H)|uint64(S)<<32, f32bits(scale)|f32bits(eps)<<32,
+		f32bits(scale)|f32bits(eps)<<32,
 		uint64(kb.ptr), uint64(kb.rowBytes), uint64(vb.ptr), uint64(vb.rowBytes), uint64(vdim))
 	b.launches[len(b.launches)-1].clustered = true
 	return true

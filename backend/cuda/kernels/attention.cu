@@ -333,7 +333,6 @@ struct AD {
     const float* kvfreqs; // k_pe's RoPE, or null
     cache_t* layer;
     const int* pos;
-    int H, S;
     float scale, kveps;
     const u8* kb;         // k_b: rows h·KV_LORA + i of nope values
     i64 kbRow;
@@ -361,6 +360,10 @@ __device__ __forceinline__ void finish_row(cache_t* dst, const float* x, const f
     }
 }
 
+// row_step is how many rows of nb blocks a rows_dot step covers: each of
+// the block's warps takes 32/lpr rows, lpr lanes a row.
+__device__ __forceinline__ int row_step(int nb) { return ATT_WARPS * (32 >> lanes_log2(nb)); }
+
 // RowLoads holds N steps of rows_dot's weight loads: for step st of
 // [st0, min(st0 + N, st1)), row r = st·rstep + warp·(32/lpr) + sub (r <
 // nrows, rows of nb blocks, nb ≤ 32), lane l of the row's lpr lanes block
@@ -374,7 +377,7 @@ template <int TY, int N> struct RowLoads {
     __device__ __forceinline__ void load(const u8* base, i64 rowBytes, int nrows, int nb, int st0, int st1) {
         using Q = Q1<TY>;
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-        const int ls = lanes_log2(nb), sub = lane >> ls, l = lane & ((1 << ls) - 1), rstep = ATT_WARPS * (32 >> ls);
+        const int ls = lanes_log2(nb), sub = lane >> ls, l = lane & ((1 << ls) - 1), rstep = row_step(nb);
 #pragma unroll
         for (int j = 0; j < N; j++) {
             const int r = min((st0 + j) * rstep + warp * (32 >> ls) + sub, nrows - 1);
@@ -390,7 +393,7 @@ template <int TY, int N> struct RowLoads {
     __device__ __forceinline__ void sum(int nrows, int nb, int st0, int st1, const i8* sq, const float* sd, const int* sa, float* out) const {
         using Q = Q1<TY>;
         const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-        const int ls = lanes_log2(nb), lpr = 1 << ls, sub = lane >> ls, l = lane & (lpr - 1), rstep = ATT_WARPS * (32 >> ls);
+        const int ls = lanes_log2(nb), lpr = 1 << ls, sub = lane >> ls, l = lane & (lpr - 1), rstep = row_step(nb);
 #pragma unroll
         for (int j = 0; j < N; j++) {
             if (st0 + j < st1) {
@@ -426,7 +429,7 @@ template <int TY> using PreLoads = RowLoads<TY, 8 / Q1<TY>::W>;
 
 // row_steps is how many rows_dot steps nrows rows of nb blocks take.
 __device__ __forceinline__ int row_steps(int nrows, int nb) {
-    const int rstep = ATT_WARPS * (32 >> lanes_log2(nb));
+    const int rstep = row_step(nb);
     return (nrows + rstep - 1) / rstep;
 }
 
@@ -446,12 +449,9 @@ __device__ __forceinline__ void share(int n, int S, int s, int& a, int& b) {
     b = n * (s + 1) / S;
 }
 
-// share_owner is the part of S that thing i of n falls in (share's inverse).
-__device__ __forceinline__ int share_owner(int n, int S, int i) {
-    int o = 0;
-    while (o + 1 < S && n * (o + 1) / S <= i) o++;
-    return o;
-}
+// share_owner is the part of S that thing i of n falls in (share's
+// inverse): the last s with n·s/S ≤ i, that is s·n < (i + 1)·S.
+__device__ __forceinline__ int share_owner(int n, int S, int i) { return min(S - 1, ((i + 1) * S - 1) / n); }
 
 #if __CUDA_ARCH__ >= 900
 // A thread block cluster's barrier (every thread of every block arrives;
@@ -475,10 +475,10 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     __shared__ __align__(16) cache_t crow[CACHE_W];
     __shared__ __align__(16) float osh[KV_LORA];
     __shared__ __align__(16) float st[KV_LORA + 2];  // the split's state: (max, sum, Σ e·latent)
-    const int h = blockIdx.x, s = blockIdx.y, S = p.S;  // the cluster is the head's S blocks: s is the rank
+    const int h = blockIdx.x, s = blockIdx.y, S = gridDim.y;  // the cluster is the head's S blocks: s is the rank
     const int nope = (int)p.nope, nbk = nope / 32, nbv = KV_LORA / 32, vdim = (int)p.vdim;
     // this block's k_b steps (of row_steps' rows) and v_b steps
-    const int ksteps = row_steps(KV_LORA, nbk), krs = ATT_WARPS * (32 >> lanes_log2(nbk));
+    const int ksteps = row_steps(KV_LORA, nbk), krs = row_step(nbk);
     int k0, k1, v0, v1;
     share(ksteps, S, s, k0, k1);
     share(row_steps(vdim, nbv), S, s, v0, v1);
@@ -490,7 +490,7 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     PreLoads<TK> pre;
     pre.load(kbh, p.kbRow, KV_LORA, nbk, k0, k1);
     {
-        const int vrs = ATT_WARPS * (32 >> lanes_log2(nbv));
+        const int vrs = row_step(nbv);
         const i64 lo = (i64)v0 * vrs * p.vbRow, hi = (i64)min(v1 * vrs, vdim) * p.vbRow;
         for (i64 o = lo + 128 * threadIdx.x; o < hi; o += 128 * blockDim.x) asm volatile("prefetch.global.L2 [%0];" ::"l"(vbh + o));
     }
@@ -627,7 +627,6 @@ FAST_TYPES(ATTN_DECODE_IF)
 #define MLA_TP 32                 // positions per tile
 #define MLA_QST (CACHE_W + 8)     // halves per row in shared memory: a row stride of 16 or 80 B mod 128, no ldmatrix conflicts
 #define MLA_PST (MLA_TP + 8)      // halves per row of P
-#define MLA_MINCHUNK 32           // fewest positions a split takes: one tile
 
 // MD mirrors the words decodeOne records for mla_decode (backend/cuda/ops.go).
 struct MD {
@@ -680,7 +679,9 @@ struct Share {
 };
 __device__ __forceinline__ Share head_share(int b, int G, int H, int n) {
     const int h = b * H / G, f = (h * G + H - 1) / H, m = ((h + 1) * G + H - 1) / H - f;
-    return {h, n * (b - f) / m, n * (b - f + 1) / m};
+    Share r{h};
+    share(n, m, b - f, r.i0, r.i1);
+    return r;
 }
 
 __device__ __forceinline__ void ldsm_x4(u32* r, const void* p) {
@@ -767,7 +768,7 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     // tiles are fetched now, but the one holding the token's own row (which
     // phase 1 may write)
     int chunk = (n + G - 1) / G;
-    chunk = max(MLA_MINCHUNK, (chunk + MLA_TP - 1) / MLA_TP * MLA_TP);
+    chunk = (chunk + MLA_TP - 1) / MLA_TP * MLA_TP;  // whole tiles, at least one
     const int S = (n + chunk - 1) / chunk, p0 = b * chunk, p1 = min(n, p0 + chunk);
     constexpr int RC = CACHE_W / 8;  // 16-byte pieces of a row
     auto fetch = [&](int tb, int buf) {
