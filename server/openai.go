@@ -366,14 +366,14 @@ func (s *Server) chatRequest(req *chatCompletionRequest) (*genRequest, error) {
 	if choice.none {
 		req.Tools = nil
 	}
+	msgs, extra, err := s.chatInput(msgs, req.Tools, req.ChatTemplateKwargs)
+	if err != nil {
+		return nil, err
+	}
 	if choice.required {
 		if err := s.checkCall(req.Tools, choice.name, asJSON != nil); err != nil {
 			return nil, err
 		}
-	}
-	msgs, extra, err := s.chatInput(msgs, req.Tools, req.ChatTemplateKwargs)
-	if err != nil {
-		return nil, err
 	}
 	prompt, err := s.render(msgs, req.Tools, extra)
 	if err != nil {
@@ -450,8 +450,8 @@ func toolName(raw json.RawMessage) string {
 // checkCall checks that a request requiring a call (of name, when set) can
 // have one: it offers tools (already checked), that one among them, the
 // answer is not JSON (a call's markup would be inside a string), and the
-// model writes calls in a syntax latent reads. Done before the prompt is
-// rendered.
+// model writes calls in a syntax latent reads. Done once the messages and
+// tools are checked (chatInput), before the prompt is rendered.
 func (s *Server) checkCall(tools []json.RawMessage, name string, asJSON bool) error {
 	bad := func(msg string) error { return badRequest("tool_choice", "tool_choice "+msg) }
 	switch {
