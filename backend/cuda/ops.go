@@ -909,10 +909,10 @@ func (b *Backend) allocMLA() error {
 		return nil
 	}
 	// kernels/attention.cu's layout: Q (hi, lo), two tiles and P (hi, lo) in
-	// f16; scores (two halves), corr, max, sum in float32
-	const tp = 32
-	qst, pst := width+8, tp+8
-	shared := 2*(2*mr*qst+2*tp*qst+2*mr*pst) + 4*(2*mr*tp+3*mr)
+	// f16; scores (a warp's partial sums each), corr, max, sum in float32
+	const tp, warps = 32, 8
+	qst, pst, sst := width+8, tp+8, tp+8
+	shared := 2*(2*mr*qst+2*tp*qst+2*mr*pst) + 4*(warps*mr*sst+3*mr)
 	if shared+mlaStatic > b.info.SharedPerBlockMax {
 		return nil
 	}

@@ -615,7 +615,7 @@ FAST_TYPES(ATTN_DECODE_IF)
 //      token's own cache row and stores it (kv_finish's work).
 //   2. split s (of positions chunks of 32 or more) streams its rows through
 //      shared memory in tiles of MLA_TP (cp.async, two deep): each tile's
-//      scores S = Q·Kᵀ (warp: 8 positions, half the row), an online
+//      scores S = Q·Kᵀ (warp: 1/8 of the row, every position), an online
 //      softmax per head, and O += P·V (warp: KV_LORA/8 latent columns),
 //      P as f16 hi + lo too: two mma where float32 would need one.
 //   3. the splits' states are merged into each head's latent (threads over
@@ -627,6 +627,7 @@ FAST_TYPES(ATTN_DECODE_IF)
 #define MLA_TP 32                 // positions per tile
 #define MLA_QST (CACHE_W + 8)     // halves per row in shared memory: a row stride of 16 or 80 B mod 128, no ldmatrix conflicts
 #define MLA_PST (MLA_TP + 8)      // halves per row of P
+#define MLA_SST (MLA_TP + 8)      // floats per row of a warp's partial scores: a half-warp's float2 stores to 8 rows hit distinct banks
 
 // MD mirrors the words decodeOne records for mla_decode (backend/cuda/ops.go).
 struct MD {
@@ -644,7 +645,7 @@ struct MD {
     i64 kbRow;
     const u8* vb;          // v_b: rows h·vdim + i of KV_LORA values
     i64 vbRow, vdim;
-    u16* qh;               // [2][16·MT][CACHE_W] f16 queries hi, lo (rows past H zero)
+    u16* qh;               // [2][16·MT][CACHE_W] f16 queries hi, lo (rows past H unused)
     float* part;           // [G][16·MT][KV_LORA] the splits' unnormalised latents
     float* ml;             // [G][16·MT][2] the splits' (max, sum)
     float* olat;           // [H][KV_LORA] merged latents
@@ -724,14 +725,14 @@ __device__ __forceinline__ void mla_rows(const PreLoads<TY>& pre, const u8* w, i
 
 template <int TK, int TV, int MT>
 __device__ __forceinline__ void mla_decode_impl(const MD& p) {
-    // KS k-steps of 16 columns a row, split at KMID between two warps (both even)
-    constexpr int MR = 16 * MT, KS = CACHE_W / 16, KMID = (KS / 2) & ~1, DW = KV_LORA / ATT_WARPS, NT = DW / 8;
+    // KS k-steps of 16 columns a row (shared among the warps for the scores)
+    constexpr int MR = 16 * MT, KS = CACHE_W / 16, DW = KV_LORA / ATT_WARPS, NT = DW / 8;
     extern __shared__ __align__(16) u8 smem[];
     u16* qs = (u16*)smem;                        // [2][MR][MLA_QST] hi, lo
     u16* tile = qs + 2 * MR * MLA_QST;           // [2][MLA_TP][MLA_QST]
     u16* pm = tile + 2 * MLA_TP * MLA_QST;       // [2][MR][MLA_PST] hi, lo
-    float* sc = (float*)(pm + 2 * MR * MLA_PST); // [2][MR][MLA_TP]
-    float* corr = sc + 2 * MR * MLA_TP;      // [MR]
+    float* sc = (float*)(pm + 2 * MR * MLA_PST); // [ATT_WARPS][MR][MLA_SST]
+    float* corr = sc + ATT_WARPS * MR * MLA_SST;  // [MR]
     float* mrow = corr + MR;                 // [MR]
     float* lrow = mrow + MR;                 // [MR]
     __shared__ __align__(16) i8 sq[KV_LORA > 1024 ? KV_LORA : 1024];
@@ -761,6 +762,13 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     // v_b's before the third grid barrier, measured no faster.)
     for (i64 o = 128 * threadIdx.x; o < nq * p.kbRow; o += 128 * blockDim.x) asm volatile("prefetch.global.L2 [%0];" ::"l"(kbw + o));
     for (i64 o = 128 * threadIdx.x; o < nv * p.vbRow; o += 128 * blockDim.x) asm volatile("prefetch.global.L2 [%0];" ::"l"(vbw + o));
+    // Q's rows past H (glm's 20 heads leave 12 of 32) are zeros, set here
+    // rather than copied after the first barrier
+    constexpr int RC = CACHE_W / 8;  // 16-byte pieces of a row
+    for (int i = threadIdx.x; i < 2 * (MR - H) * RC; i += blockDim.x) {
+        const int r = i / RC, hl = r >= MR - H;
+        *(uint4*)(qs + (hl * MR + H + r - hl * (MR - H)) * MLA_QST + 8 * (i % RC)) = make_uint4(0, 0, 0, 0);
+    }
     pdl_entry();
     const int pos = p.pos[0], n = pos + 1;
 
@@ -770,7 +778,6 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     int chunk = (n + G - 1) / G;
     chunk = (chunk + MLA_TP - 1) / MLA_TP * MLA_TP;  // whole tiles, at least one
     const int S = (n + chunk - 1) / chunk, p0 = b * chunk, p1 = min(n, p0 + chunk);
-    constexpr int RC = CACHE_W / 8;  // 16-byte pieces of a row
     auto fetch = [&](int tb, int buf) {
         u16* dst = tile + buf * MLA_TP * MLA_QST;
         for (int i = threadIdx.x; i < MLA_TP * RC; i += blockDim.x) {
@@ -785,7 +792,7 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
         cp_async_commit();
     }
 
-    // 1. the queries: q_lat rows, q_pe, zero rows past H, the own cache row
+    // 1. the queries: q_lat rows, q_pe, the own cache row
     const i64 QLO = (i64)MR * CACHE_W;  // the lo halves' offset in qh
     if (qrows) {
         // the first rows' loads go out before the rounding
@@ -809,7 +816,6 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
             split_f16(a * p.scale, qr + 2 * k, QLO);
             split_f16(c * p.scale, qr + 2 * k + 1, QLO);
         }
-        for (i64 i = threadIdx.x; i < (i64)(MR - H) * CACHE_W; i += blockDim.x) p.qh[H * CACHE_W + i] = p.qh[QLO + H * CACHE_W + i] = 0;
         if (p.kv) {
             finish_row(p.layer + (i64)pos * CACHE_W, p.kv, p.kvnw, p.kveps, [&](int k, float& a, float& b) {
                 if (p.kvfreqs) rope_pair(a, b, pos, p.kvfreqs[k]);
@@ -820,12 +826,17 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
 
     // 2. split b
     if (b < S) {
-        for (int i = threadIdx.x; i < 2 * MR * RC; i += blockDim.x)
-            cp_async16(qs + (i / RC) * MLA_QST + 8 * (i % RC), p.qh + (i64)(i / RC) * CACHE_W + 8 * (i % RC), true);
+        for (int hl = 0; hl < 2; hl++)
+            for (int i = threadIdx.x; i < H * RC; i += blockDim.x) {
+                const int r = hl * MR + i / RC;
+                cp_async16(qs + r * MLA_QST + 8 * (i % RC), p.qh + (i64)r * CACHE_W + 8 * (i % RC), true);
+            }
         if (!early(p0)) fetch(p0, 0);
         if (p0 + MLA_TP < p1 && !early(p0 + MLA_TP)) fetch(p0 + MLA_TP, 1);
         cp_async_commit();
         for (int r = threadIdx.x; r < MR; r += blockDim.x) mrow[r] = -INFINITY, lrow[r] = 0.f;
+        int k0, k1;  // the warp's k-steps of the scores
+        share(KS, ATT_WARPS, warp, k0, k1);
         float o[MT][NT][4];
 #pragma unroll
         for (int m = 0; m < MT; m++)
@@ -843,51 +854,76 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
                 cp_async_wait<1>();
             __syncthreads();
             const u16* kt = tile + buf * MLA_TP * MLA_QST;
-            // scores: warp → positions 8·(warp&3).., columns of half (warp>>2) of the row
+            // scores: warp → k-steps [k0, k1) of every position and row, a
+            // partial sum in sc[warp]. Q's fragments are then read from
+            // shared memory once a tile (a warp a quarter of the positions
+            // and half of each row read them four times: the tile's
+            // bottleneck), at the price of 8 partial sums instead of 2.
             {
-                const int nt = warp & 3, kh = warp >> 2;
+                float cc[MT][2][4][4] = {};  // [m][Q hi, lo][n-tile of 8 positions]
 #pragma unroll
-                for (int m = 0; m < MT; m++) {
-                    // four sums (Q's hi and lo rows, even and odd k-steps): chains of
-                    // dependent mma a quarter as long
-                    float cc[4][4] = {};
-#pragma unroll 3
-                    for (int ks = kh ? KMID : 0; ks < (kh ? KS : KMID); ks += 2) {
-                        // B: rows 8·nt.. of the tile, columns 16·ks + 8·(lane>>3)
-                        u32 bb[4];
-                        ldsm_x4(bb, kt + (nt * 8 + (lane & 7)) * MLA_QST + ks * 16 + (lane >> 3) * 8);
+                for (int i = 0; i < (KS + ATT_WARPS - 1) / ATT_WARPS; i++) {
+                    const int ks = k0 + i;
+                    if (ks < k1) {
+                        // B: n-tiles (0, 1) and (2, 3), each k-step's two halves
+                        u32 bb[2][4];
+                        const int mi = lane >> 3;
 #pragma unroll
-                        for (int hl = 0; hl < 2; hl++) {
-                            const u16* qa = qs + (hl * MR + m * 16 + (lane & 15)) * MLA_QST + (lane >> 4) * 8;
-                            u32 a0[4], a1[4];
-                            ldsm_x4(a0, qa + ks * 16);
-                            ldsm_x4(a1, qa + (ks + 1) * 16);
-                            mma16816(cc[2 * hl], a0, bb[0], bb[1]);
-                            mma16816(cc[2 * hl + 1], a1, bb[2], bb[3]);
-                        }
+                        for (int q = 0; q < 2; q++) ldsm_x4(bb[q], kt + ((2 * q + (mi >> 1)) * 8 + (lane & 7)) * MLA_QST + ks * 16 + (mi & 1) * 8);
+#pragma unroll
+                        for (int m = 0; m < MT; m++)
+#pragma unroll
+                            for (int hl = 0; hl < 2; hl++) {
+                                u32 a[4];
+                                ldsm_x4(a, qs + (hl * MR + m * 16 + (lane & 15)) * MLA_QST + ks * 16 + (lane >> 4) * 8);
+#pragma unroll
+                                for (int nt = 0; nt < 4; nt++) mma16816(cc[m][hl][nt], a, bb[nt >> 1][2 * (nt & 1)], bb[nt >> 1][2 * (nt & 1) + 1]);
+                            }
                     }
-                    float c[4];
-#pragma unroll
-                    for (int i = 0; i < 4; i++) c[i] = (cc[0][i] + cc[1][i]) + (cc[2][i] + cc[3][i]);
-                    float* s = sc + (kh * MR + m * 16) * MLA_TP + nt * 8 + 2 * t4;
-                    s[g * MLA_TP] = c[0];
-                    s[g * MLA_TP + 1] = c[1];
-                    s[(g + 8) * MLA_TP] = c[2];
-                    s[(g + 8) * MLA_TP + 1] = c[3];
                 }
+#pragma unroll
+                for (int m = 0; m < MT; m++)
+#pragma unroll
+                    for (int nt = 0; nt < 4; nt++) {
+                        float* d = sc + (warp * MR + m * 16 + g) * MLA_SST + nt * 8 + 2 * t4;
+                        *(float2*)d = make_float2(cc[m][0][nt][0] + cc[m][1][nt][0], cc[m][0][nt][1] + cc[m][1][nt][1]);
+                        *(float2*)(d + 8 * MLA_SST) = make_float2(cc[m][0][nt][2] + cc[m][1][nt][2], cc[m][0][nt][3] + cc[m][1][nt][3]);
+                    }
             }
             __syncthreads();
-            // online softmax: warp → rows warp, warp + 8, ...; lane → position
-            for (int r = warp; r < MR; r += ATT_WARPS) {
-                const bool ok = r < H && tb + lane < p1;
-                const float v = ok ? sc[r * MLA_TP + lane] + sc[(MR + r) * MLA_TP + lane] : -INFINITY;
-                const float mo = mrow[r], mn = fmaxf(mo, warp_max(v));
+            // online softmax: RT threads a row, PP consecutive positions
+            // each, every row at once. (A warp a row, its lanes the
+            // positions, took MR/8 rounds of two 32-lane reductions each:
+            // chains of dependent shuffles that dominated a tile.)
+            {
+                constexpr int RT = ATT_WARPS * 32 / MR, PP = MLA_TP / RT;
+                static_assert(RT * PP == MLA_TP && RT <= 32, "a row's threads share a warp");
+                const int r = threadIdx.x / RT, j0 = threadIdx.x % RT * PP;
+                float v[PP], mx = -INFINITY;
+#pragma unroll
+                for (int k = 0; k < PP; k++) {
+                    const bool ok = r < H && tb + j0 + k < p1;
+                    float sum = 0.f;
+#pragma unroll
+                    for (int w = 0; w < ATT_WARPS; w++) sum += sc[(w * MR + r) * MLA_SST + j0 + k];
+                    v[k] = ok ? sum : -INFINITY;
+                    mx = fmaxf(mx, v[k]);
+                }
+#pragma unroll
+                for (int o = RT / 2; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+                const float mo = mrow[r], mn = fmaxf(mo, mx);
                 const float cf = mn == -INFINITY ? 1.f : expf(mo - mn);
-                const float e = ok ? expf(v - mn) : 0.f;
-                const float se = warp_sum(e);
-                split_f16(e, pm + r * MLA_PST + lane, MR * MLA_PST);
-                __syncwarp();  // every lane has read mrow[r] before lane 0 writes it
-                if (lane == 0) {
+                float se = 0.f;
+#pragma unroll
+                for (int k = 0; k < PP; k++) {
+                    const float e = v[k] == -INFINITY ? 0.f : expf(v[k] - mn);
+                    se += e;
+                    split_f16(e, pm + r * MLA_PST + j0 + k, MR * MLA_PST);
+                }
+#pragma unroll
+                for (int o = RT / 2; o > 0; o >>= 1) se += __shfl_xor_sync(0xffffffffu, se, o);
+                __syncwarp();  // the row's threads have read mrow[r] before its first writes it
+                if (j0 == 0) {
                     corr[r] = cf;
                     mrow[r] = mn;
                     lrow[r] = lrow[r] * cf + se;
@@ -920,17 +956,17 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
             }
             __syncthreads();
         }
-        // the split's state: rows past H are never read
+        // the split's state, rows past H (padding) left out
         float* pb = p.part + (i64)b * MR * KV_LORA;
 #pragma unroll
         for (int m = 0; m < MT; m++)
 #pragma unroll
             for (int j = 0; j < NT; j++) {
                 const int col = warp * DW + j * 8 + 2 * t4, r = m * 16 + g;
-                *(float2*)(pb + (i64)r * KV_LORA + col) = make_float2(o[m][j][0], o[m][j][1]);
-                *(float2*)(pb + (i64)(r + 8) * KV_LORA + col) = make_float2(o[m][j][2], o[m][j][3]);
+                if (r < H) *(float2*)(pb + (i64)r * KV_LORA + col) = make_float2(o[m][j][0], o[m][j][1]);
+                if (r + 8 < H) *(float2*)(pb + (i64)(r + 8) * KV_LORA + col) = make_float2(o[m][j][2], o[m][j][3]);
             }
-        for (int r = threadIdx.x; r < MR; r += blockDim.x) {
+        for (int r = threadIdx.x; r < H; r += blockDim.x) {
             p.ml[((i64)b * MR + r) * 2] = mrow[r];
             p.ml[((i64)b * MR + r) * 2 + 1] = lrow[r];
         }
