@@ -711,12 +711,18 @@ __device__ __forceinline__ void split_f16(float v, u16* d, i64 lo) {
 }
 
 // mla_rows sets out[i], i < rows, to row i of w (rows of nb Q8_0-sized
-// blocks) times x (K values, rounded here to Q8_0 blocks in shared memory),
-// summed as mmv1 sums them; pre holds the loads of the first steps, issued
-// by the caller (of st1 = row_steps(rows, nb) steps, the rest loaded here).
+// blocks) times x (K values in global memory, rounded here to Q8_0 blocks
+// in shared memory), summed as mmv1 sums them; the first steps' loads go
+// out before the rounding. Not inlined: phases 1 and 4 (k_b and v_b, of
+// one type in the models) run the same code, so phase 4 finds it in the
+// instruction cache, where its own copy was fetched cold each launch (ncu:
+// glm's phase 4 spent most of its samples waiting for instructions).
 template <int TY>
-__device__ __forceinline__ void mla_rows(const PreLoads<TY>& pre, const u8* w, i64 rowBytes, int rows, int nb, int st1, const float* x, int K,
-                                         float* out, i8* sq, float* sd, int* sa, float* red) {
+__device__ __noinline__ void mla_rows(const u8* w, i64 rowBytes, int rows, int nb, const float* x, int K, float* out, i8* sq, float* sd,
+                                      int* sa, float* red) {
+    PreLoads<TY> pre;
+    const int st1 = row_steps(rows, nb);
+    pre.load(w, rowBytes, rows, nb, 0, st1);
     __syncthreads();
     round_row_q8(x, K, nullptr, 0.f, sq, sd, sa, red);
     __syncthreads();
@@ -795,11 +801,7 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     // 1. the queries: q_lat rows, q_pe, the own cache row
     const i64 QLO = (i64)MR * CACHE_W;  // the lo halves' offset in qh
     if (qrows) {
-        // the first rows' loads go out before the rounding
-        PreLoads<TK> qpre;
-        const int st1 = row_steps(nq, nbq);
-        qpre.load(kbw, p.kbRow, nq, nbq, 0, st1);
-        mla_rows<TK>(qpre, kbw, p.kbRow, nq, nbq, st1, p.q + (i64)qsh.h * qw, nope, tmp, sq, sd, sa, red);
+        mla_rows<TK>(kbw, p.kbRow, nq, nbq, p.q + (i64)qsh.h * qw, nope, tmp, sq, sd, sa, red);
         __syncthreads();
         for (int i = threadIdx.x; i < nq; i += blockDim.x) split_f16(tmp[i] * p.scale, p.qh + (i64)qsh.h * CACHE_W + q0 + i, QLO);
     } else {
@@ -1006,13 +1008,9 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     }
     grid_sync(p.bar, 3);
 
-    // 4. o = v_b·latent, this block's rows of its head (the latent copied
-    // in past L1)
-    PreLoads<TV> vpre;
-    const int vst1 = row_steps(nv, nbv);
-    vpre.load(vbw, p.vbRow, nv, nbv, 0, vst1);
-    for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) tmp[i] = __ldcg(p.olat + (i64)h * KV_LORA + i);
-    mla_rows<TV>(vpre, vbw, p.vbRow, nv, nbv, vst1, tmp, KV_LORA, p.out + (i64)h * vdim + v0, sq, sd, sa, red);
+    // 4. o = v_b·latent, this block's rows of its head (the latent read
+    // after the barrier's acquire, which left no stale line in L1)
+    mla_rows<TV>(vbw, p.vbRow, nv, nbv, p.olat + (i64)h * KV_LORA, KV_LORA, p.out + (i64)h * vdim + v0, sq, sd, sa, red);
     // the last block out resets the barrier for the next launch
     __syncthreads();
     if (threadIdx.x == 0) {
