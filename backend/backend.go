@@ -73,6 +73,14 @@ func (m *MoE) ExpertRows() (up Weight, ff, stride, upOff int) {
 	return m.Gate, ff / 2, ff, ff / 2
 }
 
+// OutOfMemory is what a backend panics with when it cannot get memory for
+// a pass's activations (the operations return no errors: their other
+// failures are bugs); the model's pass returns it as its error.
+type OutOfMemory struct{ Err error }
+
+func (e OutOfMemory) Error() string { return e.Err.Error() }
+func (e OutOfMemory) Unwrap() error { return e.Err }
+
 // Backend allocates and runs.
 //
 // A forward pass is Begin, then the operations on Tensors from Tensor. The

@@ -552,7 +552,7 @@ func (b *Backend) scratch(n int64) uintptr {
 		var err error
 		b.run(func() { p, err = b.alloc(size, "activations") })
 		if err != nil {
-			panic(fmt.Errorf("cuda: %w", err))
+			panic(backend.OutOfMemory{Err: fmt.Errorf("cuda: %w", err)})
 		}
 		a.chunks = append(a.chunks, chunk{})
 		copy(a.chunks[a.cur+1:], a.chunks[a.cur:])

@@ -61,16 +61,57 @@ func (m *Model) newActs(T int) *acts {
 // vocab values per token: every token's when all is set, else the last one's.
 // The logits are the model's buffer: valid until the next Forward.
 func (m *Model) Forward(tokens []int32, all bool) ([]float32, error) {
-	logits, err := m.pass(tokens, all)
+	last, err := m.lead(tokens, all)
 	if err != nil {
 		return nil, err
 	}
-	n := logits.Rows() * logits.Cols()
-	if cap(m.out) < n {
+	logits, err := m.pass(last, all)
+	if err != nil {
+		return nil, err
+	}
+	V, done := m.Config.Vocab, len(tokens)-len(last)
+	if !all {
+		done = 0
+	}
+	n := done*V + logits.Rows()*logits.Cols()
+	if cap(m.out) < n { // (lead made room for the leading passes' logits)
 		m.out = make([]float32, n)
 	}
-	m.be.Read(logits, m.out[:n])
+	m.be.Read(logits, m.out[done*V:n])
 	return m.out[:n], nil
+}
+
+// maxPass is the most tokens one pass takes. A pass's activations grow with
+// its tokens (glm-4.7-flash's at 4608 tokens wanted more than an H200's 140
+// GB), so a longer input goes in passes of maxPass, as llama.cpp's
+// micro-batches do.
+const maxPass = 512
+
+// lead runs the passes of tokens but the last maxPass or fewer, which it
+// returns; with all, their logits go to m.out. The whole input is checked
+// first, so that a bad token or a full cache changes nothing.
+func (m *Model) lead(tokens []int32, all bool) ([]int32, error) {
+	if len(tokens) <= maxPass {
+		return tokens, nil
+	}
+	if err := m.check(tokens); err != nil {
+		return nil, err
+	}
+	V := m.Config.Vocab
+	if all && cap(m.out) < len(tokens)*V {
+		m.out = make([]float32, len(tokens)*V)
+	}
+	done := 0
+	for ; len(tokens)-done > maxPass; done += maxPass {
+		logits, err := m.pass(tokens[done:done+maxPass], all)
+		if err != nil {
+			return nil, err
+		}
+		if all {
+			m.be.Read(logits, m.out[done*V:(done+maxPass)*V])
+		}
+	}
+	return tokens[done:], nil
 }
 
 // ForwardArgmax runs tokens like Forward and returns the index of the last
@@ -98,7 +139,11 @@ func (m *Model) StartArgmax(tokens []int32) (backend.Pending, error) {
 // start queues a pass over tokens that ends in pick, whose answer the next
 // pass may take as its token.
 func (m *Model) start(tokens []int32, pick func(backend.Tensor) backend.Pending) (backend.Pending, error) {
-	logits, err := m.pass(tokens, false)
+	last, err := m.lead(tokens, false)
+	if err != nil {
+		return nil, err
+	}
+	logits, err := m.pass(last, false)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +172,16 @@ func (m *Model) StartDraw(tokens []int32, d backend.Draw) (backend.Pending, erro
 // pass records (or runs) the network over tokens (nil: the last
 // StartArgmax's answer) and returns the logits tensor [T or 1, vocab],
 // valid until the next pass.
-func (m *Model) pass(tokens []int32, all bool) (backend.Tensor, error) {
+func (m *Model) pass(tokens []int32, all bool) (logits backend.Tensor, err error) {
+	defer func() { // a backend out of memory for the activations (the only fault it raises)
+		if r := recover(); r != nil {
+			oom, ok := r.(backend.OutOfMemory)
+			if !ok {
+				panic(r)
+			}
+			logits, err = nil, fmt.Errorf("forward pass of %d tokens: %w", len(tokens), oom)
+		}
+	}()
 	T, err := m.begin(tokens)
 	if err != nil {
 		return nil, err
@@ -157,13 +211,8 @@ func (m *Model) begin(tokens []int32) (int, error) {
 	if T == 0 {
 		return 0, fmt.Errorf("forward: no tokens")
 	}
-	if m.pos+T > m.ctx {
-		return 0, &ErrContextFull{Have: m.pos, Need: m.pos + T, Context: m.ctx}
-	}
-	for _, t := range tokens {
-		if t < 0 || int(t) >= m.Config.Vocab {
-			return 0, fmt.Errorf("token %d is outside the vocabulary of %d", t, m.Config.Vocab)
-		}
+	if err := m.check(tokens); err != nil {
+		return 0, err
 	}
 	if cap(m.posBuf) < T {
 		m.posBuf = make([]int32, T)
@@ -179,6 +228,21 @@ func (m *Model) begin(tokens []int32) (int, error) {
 	}
 	m.chained = false
 	return T, nil
+}
+
+// check refuses tokens that the cache has no room for after the model's
+// position, or that are outside the vocabulary (nil: one token, the last
+// StartArgmax's answer).
+func (m *Model) check(tokens []int32) error {
+	if T := max(len(tokens), 1); m.pos+T > m.ctx {
+		return &ErrContextFull{Have: m.pos, Need: m.pos + T, Context: m.ctx}
+	}
+	for _, t := range tokens {
+		if t < 0 || int(t) >= m.Config.Vocab {
+			return fmt.Errorf("token %d is outside the vocabulary of %d", t, m.Config.Vocab)
+		}
+	}
+	return nil
 }
 
 // logits is output · rms(x, output_norm) [T or 1, vocab] (notes §3 step 11):
