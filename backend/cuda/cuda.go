@@ -76,6 +76,10 @@ type Backend struct {
 	bigShared map[uintptr]int // kernels whose dynamic shared memory limit was raised
 	counters  uintptr         // zeroed per-token counters for last-block-done kernels, then mla_decode's grid barrier
 	mla       *mlaBuffers     // mla_decode's scratch (one allocation from qh), made at load where it serves
+	// attn_partial's split states (splitStates): the last serves every
+	// layer; the smaller ones it replaced stay until Close, as recorded
+	// graphs may hold them
+	states []chunk
 
 	graphs   map[uint64]uintptr
 	NoGraphs bool // launch every kernel directly (for tests and profiling)
@@ -274,6 +278,9 @@ func (b *Backend) Close() error {
 			call(d.cuMemFree, p)
 		}
 		for _, c := range b.arena.chunks {
+			call(d.cuMemFree, c.ptr)
+		}
+		for _, c := range b.states {
 			call(d.cuMemFree, c.ptr)
 		}
 		if b.tokDev != 0 {
