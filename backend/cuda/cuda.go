@@ -76,10 +76,7 @@ type Backend struct {
 	bigShared map[uintptr]int // kernels whose dynamic shared memory limit was raised
 	counters  uintptr         // zeroed per-token counters for last-block-done kernels, then mla_decode's grid barrier
 	mla       *mlaBuffers     // mla_decode's scratch (one allocation from qh), made at load where it serves
-	// attn_partial's split states (splitStates): the last serves every
-	// layer; the smaller ones it replaced stay until Close, as recorded
-	// graphs may hold them
-	states []chunk
+	states    chunk           // attn_partial's split states, which every layer reuses (splitStates)
 
 	graphs   map[uint64]uintptr
 	NoGraphs bool // launch every kernel directly (for tests and profiling)
@@ -280,8 +277,8 @@ func (b *Backend) Close() error {
 		for _, c := range b.arena.chunks {
 			call(d.cuMemFree, c.ptr)
 		}
-		for _, c := range b.states {
-			call(d.cuMemFree, c.ptr)
+		if b.states.ptr != 0 {
+			call(d.cuMemFree, b.states.ptr)
 		}
 		if b.tokDev != 0 {
 			call(d.cuMemFree, b.tokDev)
@@ -559,13 +556,23 @@ func (b *Backend) scratch(n int64) uintptr {
 		var err error
 		b.run(func() { p, err = b.alloc(size, "activations") })
 		if err != nil {
-			panic(backend.OutOfMemory{Err: fmt.Errorf("cuda: %w", err)})
+			b.outOfMemory(err)
 		}
 		a.chunks = append(a.chunks, chunk{})
 		copy(a.chunks[a.cur+1:], a.chunks[a.cur:])
 		a.chunks[a.cur] = chunk{ptr: p, size: size}
 		a.off = 0
 	}
+}
+
+// outOfMemory drops the pass being recorded (nothing will read what its
+// launches would compute) and raises err as backend.OutOfMemory, which the
+// model's pass returns as its error.
+func (b *Backend) outOfMemory(err error) {
+	b.launches, b.args = b.launches[:0], b.args[:0]
+	b.stagePending = false
+	b.resetPass()
+	panic(backend.OutOfMemory{Err: fmt.Errorf("cuda: %w", err)})
 }
 
 // Tensor is a rows × cols buffer of the pass's scratch.
@@ -625,7 +632,8 @@ func (b *Backend) Begin(tokens, pos []int32) {
 			b.tokDev, err = b.alloc(int64(8*b.tokCap)+int64(unsafe.Sizeof(drawArgs{})), "token ids")
 		})
 		if err != nil {
-			panic(fmt.Errorf("cuda: %w", err))
+			b.tokCap, b.tokDev = 0, 0
+			b.outOfMemory(err)
 		}
 	}
 	b.stagePending = true

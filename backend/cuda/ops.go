@@ -658,18 +658,29 @@ func (b *Backend) splits(H, T int) int {
 // at 512 tokens glm-4.7-flash's 47 layers took 274 MB each (20 heads, 13
 // splits). Reuse is safe in stream order: a layer's attn_partial writes
 // only after its wait for the kernel before, and so after the layer before
-// merged its splits.
+// merged its splits. A larger pass at least doubles the buffer; the old one
+// is freed once the stream has run what was queued (only passes before this
+// one used it: every layer of a pass asks for the same size, so the first
+// asks before any launch of this pass holds it).
 func (b *Backend) splitStates(n int64) uintptr {
-	if k := len(b.states); k > 0 && b.states[k-1].size >= n {
-		return b.states[k-1].ptr
+	if b.states.size >= n {
+		return b.states.ptr
 	}
+	n = max(n, 2*b.states.size)
 	var p uintptr
 	var err error
-	b.run(func() { p, err = b.alloc(n, "attention's split states") })
+	b.run(func() {
+		if b.states.ptr != 0 {
+			call(b.d.cuStreamSynchronize, b.stream)
+			call(b.d.cuMemFree, b.states.ptr)
+			b.states = chunk{}
+		}
+		p, err = b.alloc(n, "attention's split states")
+	})
 	if err != nil {
-		panic(backend.OutOfMemory{Err: fmt.Errorf("cuda: %w", err)})
+		b.outOfMemory(err)
 	}
-	b.states = append(b.states, chunk{ptr: p, size: n})
+	b.states = chunk{ptr: p, size: n}
 	return p
 }
 

@@ -97,7 +97,15 @@ func maxDiff(a, b []float32) float64 {
 // is full.
 type lowMemory struct {
 	*cpu.CPU
-	rows int
+	rows     int
+	noArgmax bool // no memory left for ArgmaxAsync's answer either
+}
+
+func (b *lowMemory) ArgmaxAsync(logits backend.Tensor) backend.Pending {
+	if b.noArgmax {
+		panic(backend.OutOfMemory{Err: fmt.Errorf("out of memory for the argmax")})
+	}
+	return b.CPU.ArgmaxAsync(logits)
 }
 
 func (b *lowMemory) Tensor(rows, cols int) backend.Tensor {
@@ -107,8 +115,8 @@ func (b *lowMemory) Tensor(rows, cols int) backend.Tensor {
 	return b.CPU.Tensor(rows, cols)
 }
 
-// A backend out of memory mid-pass makes the pass's error (no panic), the
-// position stays, and a smaller pass then runs.
+// A backend out of memory mid-pass, or for the pick that ends it, makes the
+// pass's error (no panic), the position stays, and a smaller pass then runs.
 func TestOutOfMemoryIsAnError(t *testing.T) {
 	be := &lowMemory{CPU: cpu.New(2), rows: 4}
 	t.Cleanup(func() { be.Close() })
@@ -123,5 +131,15 @@ func TestOutOfMemoryIsAnError(t *testing.T) {
 	}
 	if _, err := m.Forward([]int32{1, 2, 3}, false); err != nil || m.Position() != 3 {
 		t.Fatalf("then 3 tokens: error %v, position %d", err, m.Position())
+	}
+	be.noArgmax = true
+	if _, err := m.StartArgmax([]int32{4, 5}); !errors.As(err, &oom) || m.Position() != 3 {
+		t.Fatalf("StartArgmax without memory for its answer: error %v, position %d", err, m.Position())
+	}
+	be.noArgmax = false
+	if p, err := m.StartArgmax([]int32{4, 5}); err != nil || m.Position() != 5 {
+		t.Fatalf("then StartArgmax: error %v, position %d", err, m.Position())
+	} else {
+		p.Wait()
 	}
 }

@@ -56,16 +56,18 @@ func (m *Model) newActs(T int) *acts {
 	return a
 }
 
-// Forward runs tokens at the next positions through the network (one batched
-// pass: prefill for many tokens, decode for one) and returns their logits,
-// vocab values per token: every token's when all is set, else the last one's.
-// The logits are the model's buffer: valid until the next Forward.
+// Forward runs tokens at the next positions through the network (batched
+// passes of up to maxPass tokens: prefill for many, decode for one) and
+// returns their logits, vocab values per token: every token's when all is
+// set, else the last one's. The logits are the model's buffer: valid until
+// the next Forward. After an error, Position says how far the input went
+// (a failing pass moves nothing; the passes before it stay).
 func (m *Model) Forward(tokens []int32, all bool) ([]float32, error) {
 	last, err := m.lead(tokens, all)
 	if err != nil {
 		return nil, err
 	}
-	logits, err := m.pass(last, all)
+	logits, _, err := m.pass(last, all, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +105,7 @@ func (m *Model) lead(tokens []int32, all bool) ([]int32, error) {
 	}
 	done := 0
 	for ; len(tokens)-done > maxPass; done += maxPass {
-		logits, err := m.pass(tokens[done:done+maxPass], all)
+		logits, _, err := m.pass(tokens[done:done+maxPass], all, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -143,11 +145,10 @@ func (m *Model) start(tokens []int32, pick func(backend.Tensor) backend.Pending)
 	if err != nil {
 		return nil, err
 	}
-	logits, err := m.pass(last, false)
+	_, p, err := m.pass(last, false, pick)
 	if err != nil {
 		return nil, err
 	}
-	p := pick(logits)
 	m.chained = true
 	return p, nil
 }
@@ -171,20 +172,23 @@ func (m *Model) StartDraw(tokens []int32, d backend.Draw) (backend.Pending, erro
 
 // pass records (or runs) the network over tokens (nil: the last
 // StartArgmax's answer) and returns the logits tensor [T or 1, vocab],
-// valid until the next pass.
-func (m *Model) pass(tokens []int32, all bool) (logits backend.Tensor, err error) {
-	defer func() { // a backend out of memory for the activations (the only fault it raises)
+// valid until the next pass, and what pick (if given) makes of it. A
+// backend out of memory (backend.OutOfMemory, the one failure its
+// operations raise rather than a bug) is the pass's error, and the model's
+// position stays.
+func (m *Model) pass(tokens []int32, all bool, pick func(backend.Tensor) backend.Pending) (logits backend.Tensor, p backend.Pending, err error) {
+	defer func() {
 		if r := recover(); r != nil {
 			oom, ok := r.(backend.OutOfMemory)
 			if !ok {
 				panic(r)
 			}
-			logits, err = nil, fmt.Errorf("forward pass of %d tokens: %w", len(tokens), oom)
+			logits, p, err = nil, nil, fmt.Errorf("forward pass of %d tokens: %w", len(tokens), oom)
 		}
 	}()
 	T, err := m.begin(tokens)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	a := m.newActs(T)
 	m.be.Embed(a.x, m.embd) // x = token_embd[tokens] [T, dim]
@@ -192,8 +196,12 @@ func (m *Model) pass(tokens []int32, all bool) (logits backend.Tensor, err error
 		m.attention(l, a)
 		m.feedForward(l, a)
 	}
+	logits = m.logits(a, T, all)
+	if pick != nil {
+		p = pick(logits)
+	}
 	m.pos += T
-	return m.logits(a, T, all), nil
+	return logits, p, nil
 }
 
 // begin checks the pass's tokens against the vocabulary and the cache and

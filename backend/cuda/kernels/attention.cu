@@ -627,7 +627,7 @@ FAST_TYPES(ATTN_DECODE_IF)
 #define MLA_TP 32                 // positions per tile
 #define MLA_QST (CACHE_W + 8)     // halves per row in shared memory: a row stride of 16 or 80 B mod 128, no ldmatrix conflicts
 #define MLA_PST (MLA_TP + 8)      // halves per row of P
-#define MLA_SST (MLA_TP + 8)      // floats per row of a warp's partial scores: a half-warp's float2 stores to 8 rows hit distinct banks
+#define MLA_SST (MLA_TP + 8)      // floats per row of a warp's partial scores: a half-warp's float2 stores (4 rows) hit distinct banks
 
 // MD mirrors the words decodeOne records for mla_decode (backend/cuda/ops.go).
 struct MD {
