@@ -69,6 +69,7 @@ func TestBadInputs(t *testing.T) {
 		{"json schema not held", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"a":{"allOf":[]}}}}}}`, 400, "response_format", "a: allOf is not supported", ""},
 		{"json schema missing", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema"}}`, 400, "response_format", "needs json_schema.schema", ""},
 		{"json with thinking", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"},"chat_template_kwargs":{"enable_thinking":true}}`, 400, "chat_template_kwargs", "thinking with a JSON answer is not supported", ""},
+		{"json with thinking, DeepSeek-V3.1's switch", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"},"chat_template_kwargs":{"thinking":true}}`, 400, "chat_template_kwargs", "thinking with a JSON answer is not supported", ""},
 		{"prompt longer than the context", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + long + `"}]}`, 400, "", "more than fit in the context of 64", "context_length_exceeded"},
 		{"prompt too many bytes to tokenize", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + strings.Repeat("ab cd ", 1<<18) + `"}]}`, 400, "",
 			"bytes are at least", "context_length_exceeded"},

@@ -185,23 +185,32 @@ func checkRole(i int, role string) (string, error) {
 // must be JSON from its first token, refusing a request that asked for it
 // (param names where).
 func (s *Server) noThinking(extra map[string]any, param string) (map[string]any, error) {
-	if extra["enable_thinking"] == true || extra["thinking"] == true { // DeepSeek-V3.1's switch is "thinking"
-		return nil, badRequest(param, "thinking with a JSON answer is not supported: the answer is JSON from its first token")
+	for _, k := range thinkingKeys {
+		if extra[k] == true {
+			return nil, badRequest(param, "thinking with a JSON answer is not supported: the answer is JSON from its first token")
+		}
 	}
 	if !s.thinks {
 		return extra, nil
 	}
-	return withOption(extra, "enable_thinking", false), nil
+	return thinkingOff(extra), nil
 }
 
-// withOption is a copy of a template's options (chat_template_kwargs) with
-// key set to v; the caller's map is left as it was.
-func withOption(extra map[string]any, key string, v any) map[string]any {
+// thinkingKeys are the template options (chat_template_kwargs) that switch
+// reasoning on: enable_thinking (GLM-4.7, Qwen3), thinking (DeepSeek-V3.1).
+var thinkingKeys = []string{"enable_thinking", "thinking"}
+
+// thinkingOff is a copy of a template's options with reasoning off under
+// each name (a template reads its own and ignores the other); the caller's
+// map is left as it was.
+func thinkingOff(extra map[string]any) map[string]any {
 	out := maps.Clone(extra)
 	if out == nil {
 		out = map[string]any{}
 	}
-	out[key] = v
+	for _, k := range thinkingKeys {
+		out[k] = false
+	}
 	return out
 }
 
@@ -256,7 +265,7 @@ func (s *Server) chatInput(msgs []chat.Message, tools []json.RawMessage, extra m
 	}
 	// Its model card has calls only without thinking (ollama's template
 	// drops the reasoning when tools are offered too).
-	return chat.WithSystem(msgs, s.toolSyntax.ToolsPrompt(tools)), withOption(extra, "thinking", false), nil
+	return chat.WithSystem(msgs, s.toolSyntax.ToolsPrompt(tools)), thinkingOff(extra), nil
 }
 
 var errNoMessages = badRequest("messages", "messages is empty: send at least one message")
