@@ -227,7 +227,7 @@ func (c *PrefixTokens) mayStart(b byte) bool {
 	switch st.phase {
 	case writing:
 		at := func(s string) bool { return st.written < len(s) && s[st.written] == b }
-		return st.written == 0 && strings.IndexByte(space, b) >= 0 || st.mayText && at(c.p.Text) || st.mayOpen && at(c.p.Open)
+		return st.written == 0 && isSpace(b) || st.mayText && at(c.p.Text) || st.mayOpen && at(c.p.Open)
 	case boundary:
 		return strings.IndexByte(c.p.Next, b) >= 0
 	}

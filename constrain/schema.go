@@ -378,7 +378,7 @@ func (s *Schema) parseType(v json.RawMessage) error {
 // parseProps reads properties in the order the schema writes them (the
 // order the answer is asked to follow, as OpenAI's strict mode does).
 func (p *schemaParser) parseProps(s *Schema, v json.RawMessage, at string, depth int) error {
-	members, err := membersInOrder(v)
+	members, err := membersInOrder(v, maxProps+1)
 	if err != nil {
 		return fmt.Errorf("properties: %w", err)
 	}
@@ -406,8 +406,10 @@ type member struct {
 	value json.RawMessage
 }
 
-// membersInOrder lists a JSON object's members as written.
-func membersInOrder(raw json.RawMessage) ([]member, error) {
+// membersInOrder lists a JSON object's first max members as written (a
+// request's body may hold many thousands, and each name is checked against
+// those before it).
+func membersInOrder(raw json.RawMessage, max int) ([]member, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, fmt.Errorf("not an object")
@@ -427,6 +429,9 @@ func membersInOrder(raw json.RawMessage) ([]member, error) {
 			return nil, err
 		}
 		members = append(members, m)
+		if len(members) == max {
+			break
+		}
 	}
 	return members, nil
 }

@@ -2,6 +2,7 @@ package constrain
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -152,6 +153,8 @@ func TestParseSchemaRefuses(t *testing.T) {
 		{`{"type": "object", "properties": {"a\"b": {}}}`, "needs escapes"},
 		{`{"type": "object", "properties": {"a": {"type": "text"}}}`, `type "text" is not a JSON type`},
 		{`[1]`, "not a JSON object"},
+		// read no further than the 65th property (not to the 20001st, a second p0)
+		{`{"type": "object", "properties": {` + manyProps(20000) + `, "p0": {}}}`, "more than 64 properties"},
 		// no finite value: what is required comes back to itself
 		{`{"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"], "$defs": {"A": {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a"]}}}`, "no finite JSON value"},
 		{`{"type": "object", "properties": {"n": {"$ref": "#/$defs/N"}}, "required": ["n"], "$defs": {"N": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/N"}, "minItems": 1}}, "required": ["kids"]}}}`, "no finite JSON value"},
@@ -166,6 +169,15 @@ func TestParseSchemaRefuses(t *testing.T) {
 			t.Errorf("%s: error %v, want one saying %q", c.schema, err, c.says)
 		}
 	}
+}
+
+// manyProps is n properties "p0": {}, "p1": {}, ...
+func manyProps(n int) string {
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = fmt.Sprintf("%q: {}", fmt.Sprint("p", i))
+	}
+	return strings.Join(ps, ", ")
 }
 
 // valid is an independent check of a decoded value against a schema, for
