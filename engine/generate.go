@@ -26,8 +26,9 @@ const (
 )
 
 // PrefillChunk is the most prompt tokens Generate gives the model in one
-// pass (llama.cpp's default micro-batch): a request is cancelled between
-// passes.
+// call: a request is cancelled between calls (Forward takes no context).
+// How many tokens one pass may take for memory's sake is the model's own
+// bound (deepseek2 splits longer inputs itself).
 const PrefillChunk = 512
 
 // Request is one generation.
