@@ -218,6 +218,13 @@ type Ops interface {
 	MoE(dst, h Tensor, w *MoE, r *Routing)
 }
 
+// Compiler is a Backend that compiles some of its kernels in the
+// background after load; WaitCompiles returns once they are done, so that
+// what is timed next holds no compile.
+type Compiler interface {
+	WaitCompiles()
+}
+
 // Counter is implemented by backends that count the operations they run
 // (kernel launches on a GPU, operations on the CPU), for `latent bench`.
 type Counter interface {

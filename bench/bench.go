@@ -80,7 +80,7 @@ func Run(m engine.Model, be backend.Backend, modelName string, o Options) ([]Res
 	if err := o.check(m.Context()); err != nil {
 		return nil, err
 	}
-	if w, ok := be.(interface{ WaitCompiles() }); ok { // kernels compiling in the background are not the decode's time
+	if w, ok := be.(backend.Compiler); ok { // kernels compiling in the background are not the decode's time
 		w.WaitCompiles()
 	}
 	V := m.Vocab()

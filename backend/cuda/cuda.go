@@ -9,6 +9,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -101,8 +102,9 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend = (*Backend)(nil)
-	_ backend.Counter = (*Backend)(nil)
+	_ backend.Backend  = (*Backend)(nil)
+	_ backend.Counter  = (*Backend)(nil)
+	_ backend.Compiler = (*Backend)(nil)
 )
 
 // mlaFromTiles is MLAFrom's default for a model whose heads fill mt of
@@ -305,14 +307,15 @@ func (b *Backend) Close() error {
 }
 
 // alloc takes n bytes of device memory; must run on the context's thread.
+// Out of memory, its error is a backend.OutOfMemory.
 func (b *Backend) alloc(n int64, what string) (uintptr, error) {
 	var p uintptr
 	r := call(b.d.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(max(n, 256)))
 	if r == errOutOfMemory {
 		var free, total uintptr
 		call(b.d.cuMemGetInfo, uintptr(unsafe.Pointer(&free)), uintptr(unsafe.Pointer(&total)))
-		return 0, fmt.Errorf("out of GPU memory allocating %s: need %s, %s free of %s on %s (weights so far %s; use a smaller --ctx, a smaller quantization, or --backend cpu)",
-			what, gib(n), gib(int64(free)), gib(int64(total)), b.info.Name, gib(b.weightBytes))
+		return 0, backend.OutOfMemory{Err: fmt.Errorf("out of GPU memory allocating %s: need %s, %s free of %s on %s (weights so far %s; use a smaller --ctx, a smaller quantization, or --backend cpu)",
+			what, gib(n), gib(int64(free)), gib(int64(total)), b.info.Name, gib(b.weightBytes))}
 	}
 	if err := b.d.check("cuMemAlloc "+what, r); err != nil {
 		return 0, err
@@ -556,7 +559,7 @@ func (b *Backend) scratch(n int64) uintptr {
 		var err error
 		b.run(func() { p, err = b.alloc(size, "activations") })
 		if err != nil {
-			b.outOfMemory(err)
+			b.allocFailed(err)
 		}
 		a.chunks = append(a.chunks, chunk{})
 		copy(a.chunks[a.cur+1:], a.chunks[a.cur:])
@@ -565,14 +568,19 @@ func (b *Backend) scratch(n int64) uintptr {
 	}
 }
 
-// outOfMemory drops the pass being recorded (nothing will read what its
-// launches would compute) and raises err as backend.OutOfMemory, which the
-// model's pass returns as its error.
-func (b *Backend) outOfMemory(err error) {
+// allocFailed ends a pass whose allocation failed. Out of memory, it drops
+// the pass being recorded (nothing will read what its launches would
+// compute) and raises backend.OutOfMemory, which the model's pass returns
+// as its error; any other failure (a broken context) is a plain panic.
+func (b *Backend) allocFailed(err error) {
+	err = fmt.Errorf("cuda: %w", err)
+	if !errors.As(err, new(backend.OutOfMemory)) {
+		panic(err)
+	}
 	b.launches, b.args = b.launches[:0], b.args[:0]
 	b.stagePending = false
 	b.resetPass()
-	panic(backend.OutOfMemory{Err: fmt.Errorf("cuda: %w", err)})
+	panic(backend.OutOfMemory{Err: err})
 }
 
 // Tensor is a rows × cols buffer of the pass's scratch.
@@ -633,7 +641,7 @@ func (b *Backend) Begin(tokens, pos []int32) {
 		})
 		if err != nil {
 			b.tokCap, b.tokDev = 0, 0
-			b.outOfMemory(err)
+			b.allocFailed(err)
 		}
 	}
 	b.stagePending = true
@@ -717,7 +725,7 @@ func (b *Backend) ropeFreqs(r *backend.Rope) uintptr {
 		err = b.d.check("upload rope", call(b.d.cuMemcpyHtoD, p, uintptr(unsafe.Pointer(&r.Freqs[0])), uintptr(4*len(r.Freqs))))
 	})
 	if err != nil {
-		panic(fmt.Errorf("cuda: %w", err))
+		b.allocFailed(err)
 	}
 	b.ropes[key] = p
 	return p

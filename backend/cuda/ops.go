@@ -678,7 +678,7 @@ func (b *Backend) splitStates(n int64) uintptr {
 		p, err = b.alloc(n, "attention's split states")
 	})
 	if err != nil {
-		b.outOfMemory(err)
+		b.allocFailed(err)
 	}
 	b.states = chunk{ptr: p, size: n}
 	return p
