@@ -973,14 +973,12 @@ func (b *Backend) allocMLA() error {
 	return nil
 }
 
-// mlaResident reports whether kernel name exists and a block of it, with
-// shared bytes of dynamic shared memory, fits on an SM beside nothing else
-// (its grid barriers wait for all its blocks).
+// mlaResident reports whether a block of kernel name, with shared bytes of
+// dynamic shared memory, fits on an SM beside nothing else (its grid
+// barriers wait for all its blocks).
 func (b *Backend) mlaResident(name string, shared int) bool {
-	fn, err := b.lookup(name)
-	if err == nil {
-		err = b.setShared(fn, shared)
-	}
+	fn := b.function(name) // a unit that failed to compile fails here, as every kernel's does, not as a quiet fallback
+	err := b.setShared(fn, shared)
 	var n int32
 	if err == nil {
 		b.run(func() {
