@@ -153,21 +153,15 @@ func (b *Backend) compile() error {
 		return err
 	}
 	k := &kernels{unit: map[string]uintptr{}, fn: map[string]uintptr{}, later: map[string]*laterUnit{}}
-	b.run(func() {
-		for i, bin := range bins {
-			var m uintptr
-			if err = b.d.check("cuModuleLoadData "+us[i].name, call(b.d.cuModuleLoadData, uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(&bin[0])))); err != nil {
+	for i, bin := range bins {
+		if err := b.loadModule(k, us[i].name, bin); err != nil {
+			b.run(func() {
 				for _, m := range k.modules { // Close unloads only b.kernels' modules
 					call(b.d.cuModuleUnload, m)
 				}
-				return
-			}
-			k.modules = append(k.modules, m)
-			k.unit[us[i].name] = m
+			})
+			return err
 		}
-	})
-	if err != nil {
-		return err
 	}
 	b.kernels = k
 	b.compiled = Compile{Seconds: time.Since(start).Seconds(), Modules: len(bins)}
@@ -177,7 +171,7 @@ func (b *Backend) compile() error {
 		}
 	}
 	if b.mla != nil {
-		b.compileLater(mlaUnit(ceilDiv(b.mla.heads, 16)), defs, arch, devKey)
+		b.compileLater(mlaUnit(b.mla.tiles()), defs, arch, devKey)
 	}
 	return nil
 }
@@ -301,8 +295,8 @@ func (b *Backend) function(name string) uintptr {
 	return f
 }
 
-// loadModule loads unit u's cubin on the device.
-func (b *Backend) loadModule(u string, bin []byte) error {
+// loadModule loads unit u's cubin on the device into k.
+func (b *Backend) loadModule(k *kernels, u string, bin []byte) error {
 	var m uintptr
 	var err error
 	b.run(func() {
@@ -311,8 +305,8 @@ func (b *Backend) loadModule(u string, bin []byte) error {
 	if err != nil {
 		return err
 	}
-	b.kernels.modules = append(b.kernels.modules, m)
-	b.kernels.unit[u] = m
+	k.modules = append(k.modules, m)
+	k.unit[u] = m
 	return nil
 }
 
@@ -332,7 +326,7 @@ func (b *Backend) lookup(name string) (uintptr, error) {
 		if l.err != nil {
 			return 0, l.err
 		}
-		if err = b.loadModule(u, l.bin); err != nil {
+		if err = b.loadModule(b.kernels, u, l.bin); err != nil {
 			return 0, err
 		}
 		m, ok = b.kernels.unit[u]

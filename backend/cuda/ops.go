@@ -876,11 +876,15 @@ type mlaBuffers struct {
 	checked  map[quant.Type]bool   // whether kernel's fit was asked
 }
 
+// tiles is how many 16-row mma tiles the heads fill (MT in the kernel's name
+// and unit).
+func (m *mlaBuffers) tiles() int { return ceilDiv(m.heads, 16) }
+
 // from is where one-token attention turns to mla_decode: MLAFrom, or below
 // 0 mlaFromTiles' default for the model's heads.
 func (m *mlaBuffers) from(mlaFrom int) int {
 	if mlaFrom < 0 {
-		return mlaFromTiles(ceilDiv(m.heads, 16))
+		return mlaFromTiles(m.tiles())
 	}
 	return mlaFrom
 }
@@ -936,7 +940,8 @@ func (b *Backend) allocMLA() error {
 	// a block per SM, at most 256 (the merge gives each split a thread),
 	// more than the heads (phase 1 gives each head a block or more, and
 	// one more block the token's own row)
-	mr, G, width := 16*ceilDiv(H, 16), min(b.info.SMs, 256), b.kv.width
+	mt := ceilDiv(H, 16)
+	mr, G, width := 16*mt, min(b.info.SMs, 256), b.kv.width
 	if G <= H {
 		return nil
 	}
@@ -950,7 +955,7 @@ func (b *Backend) allocMLA() error {
 	}
 	kernel := map[quant.Type]string{}
 	for t := range types { // whether a block fits an SM is asked at the kernel's first launch (mlaKernel)
-		kernel[t] = fmt.Sprintf("mla_decode%d_%s_%s", mr/16, deviceTypes[t], deviceTypes[t])
+		kernel[t] = fmt.Sprintf("mla_decode%d_%s_%s", mt, deviceTypes[t], deviceTypes[t])
 	}
 	sizes := []int64{int64(2 * mr * width * 2), int64(G * mr * b.kvl * 4), int64(G * mr * 2 * 4), int64(H * b.kvl * 4)}
 	var total int64
