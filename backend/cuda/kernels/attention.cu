@@ -485,8 +485,8 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     const u8* kbh = p.kb + (i64)h * KV_LORA * p.kbRow;
     const u8* vbh = p.vb + (i64)h * vdim * p.vbRow;
 
-    // Before waiting for the kernel before: the block's k_b rows into
-    // registers, its v_b rows into L2.
+    // Before waiting for the kernel before: the first steps of the block's
+    // k_b rows into registers (PreLoads), its v_b rows into L2.
     PreLoads<TK> pre;
     pre.load(kbh, p.kbRow, KV_LORA, nbk, k0, k1);
     {
@@ -608,11 +608,12 @@ FAST_TYPES(ATTN_DECODE_IF)
 // (1 or 2) mma.m16n8k16 tiles (f16 inputs, f32 sums), so a split's tile of positions
 // is scored and summed for every head at once. One launch, one block per
 // SM (all resident: the phases meet at grid barriers), in four phases:
-//   1. q_lat = k_b·q_nope, the rows of all heads shared among the blocks
-//      (summed as mmv1 sums them), written with q_pe, scaled by the softmax
-//      scale, as f16 pairs hi + lo (22 bits: near float32 scores, the
-//      cache's f16 rows being exact); one block normalises and rotates the
-//      token's own cache row and stores it (kv_finish's work).
+//   1. q_lat = k_b·q_nope, the rows of all heads shared among the first
+//      G - 1 blocks (summed as mmv1 sums them), scaled by the softmax scale
+//      and written as f16 pairs hi + lo (22 bits: near float32 scores, the
+//      cache's f16 rows being exact); the last block writes every head's
+//      rotated q_pe the same way, and normalises, rotates and stores the
+//      token's own cache row (kv_finish's work).
 //   2. split s (of positions chunks of 32 or more) streams its rows through
 //      shared memory in tiles of MLA_TP (cp.async, two deep): each tile's
 //      scores S = Q·Kᵀ (warp: 1/8 of the row, every position), an online
