@@ -286,11 +286,14 @@ type mq struct {
 	nr          int64
 	wx, w2x, yx uintptr
 	xsrcx       uintptr
-	idsEarly    bool  // ids were written before the launch before this one
-	inx         span  // what xsrcx covers
-	in          input // what the activations are, for fusing
-	typ         quant.Type
-	ny          int
+	idsEarly    bool // ids were written before the launch before this one
+	// mmv1 with nsum and nr: the extra summands' row length and bytes,
+	// when they differ from K and rowBytes (0 otherwise)
+	Kx, rbx int64
+	inx     span  // what xsrcx covers
+	in      input // what the activations are, for fusing
+	typ     quant.Type
+	ny      int
 }
 
 func (m *mq) slots() []uint64 {
@@ -298,7 +301,8 @@ func (m *mq) slots() []uint64 {
 		uint64(m.xrows), uint64(m.xY), uint64(max(m.xDiv, 1)), uint64(m.y), uint64(m.ys), uint64(m.yY), uint64(m.T),
 		uint64(m.acc), uint64(m.ids), uint64(m.wY), uint64(m.w2), uint64(m.xsrc), uint64(m.xrs), uint64(max(m.xS, 1)),
 		uint64(m.xseg), uint64(m.nw), f32bits(m.eps) | uint64(m.mode)<<32, uint64(m.wts), uint64(m.nsum), uint64(m.y2),
-		uint64(m.nr), uint64(m.wx), uint64(m.w2x), uint64(m.yx), uint64(m.xsrcx), uint64(b2i(m.idsEarly))}
+		uint64(m.nr), uint64(m.wx), uint64(m.w2x), uint64(m.yx), uint64(m.xsrcx), uint64(b2i(m.idsEarly)),
+		uint64(m.Kx), uint64(m.rbx)}
 }
 
 // mv mirrors the kernels' struct MV (kernels/matmul.cu).
@@ -432,10 +436,7 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 		// blocks per lane where it can, and G rows share the input's reads
 		// unless that leaves SMs idle.
 		nb := int(m.K / 32)
-		lpr := 1
-		for lpr < nb && lpr < 32 {
-			lpr <<= 1
-		}
+		lpr := mmv1Lanes(nb)
 		words, nw := mmv1Words(deviceTypes[m.typ]), 1
 		if m.w2 != 0 {
 			nw = 2
@@ -456,8 +457,8 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 		}
 		gx := min(ceilDiv(int(m.N), 8*(32/lpr)*g), ceilDiv(resident, m.ny))
 		name = b.mmv1Name(g, jc, nw-1, m.typ)
-		shmem = nk * int(m.K+8*(m.K/32))
-		if m.xsrc != 0 && m.nw != 0 { // and the norm's weights, from a 16-byte boundary
+		shmem = int(40 * (m.inputLen() / 32)) // the rounded input: quants, scales, sums
+		if m.xsrc != 0 && m.nw != 0 {         // and the norm's weights, from a 16-byte boundary
 			shmem = (shmem+15)&^15 + 4*int(m.K)
 		}
 		return name, grid3(gx, m.ny, 1), shmem
@@ -476,6 +477,26 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 		shmem = nk * int(m.K+4*(m.K/32)+4*(m.K/16))
 	}
 	return name + deviceTypes[m.typ], grid3(gx, m.ny, ceilDiv(int(m.T), nt)), shmem
+}
+
+// mmv1Lanes is how many lanes mmv1 gives a row of nb blocks (lanes_log2
+// in kernels/dot.cuh): nb rounded up to a power of two, at most 32.
+func mmv1Lanes(nb int) int {
+	lpr := 1
+	for lpr < nb && lpr < 32 {
+		lpr <<= 1
+	}
+	return lpr
+}
+
+// inputLen is how many input values an mmv1 launch rounds for a problem:
+// nsum summands (or one) of K values, the extra ones from nr of Kx when set.
+func (m *mq) inputLen() int64 {
+	nk := max(m.nsum, 1)
+	if m.Kx == 0 || m.nsum == 0 {
+		return nk * m.K
+	}
+	return m.nr*m.K + (nk-m.nr)*m.Kx
 }
 
 // mmv1BlocksPerSM is how many mmv1 blocks an SM holds at once (its
@@ -1101,8 +1122,11 @@ func (b *Backend) foldSharedGateUp() {
 // foldSharedDown moves the shared expert's down projection, just recorded
 // (accumulating into the MoE sum), into the routed experts' down launch
 // before it, as one more summand of weight 1 read from the shared
-// expert's activations. One token, mmv1 kernels, a shared expert as wide
-// as a routed one (K equal).
+// expert's activations. One token, mmv1 kernels rounding their inputs
+// themselves. The shared expert may be wider than a routed one
+// (deepseek-v2-lite's two make 2816 against 1408: the summand's rows are
+// then Kx long) if its rows take as many lanes, so that each lane sums the
+// same blocks in the same order as the shared launch would.
 func (b *Backend) foldSharedDown() {
 	n := len(b.launches)
 	if n < 2 || b.T != 1 || b.NoFusion {
@@ -1113,9 +1137,12 @@ func (b *Backend) foldSharedDown() {
 	if ms == nil || mr == nil ||
 		ms.ids != 0 || ms.w2 != 0 || ms.ny != 1 || ms.acc != 1 || ms.nsum != 0 || ms.nw != 0 || ms.y2 != 0 ||
 		mr.ids == 0 || mr.nsum == 0 || mr.nr != 0 || mr.ny != 1 || mr.T != 1 || mr.acc != 0 || mr.y2 != 0 || mr.nw != 0 ||
-		ms.y != mr.y || ms.N != mr.N || outSpan(mr).overlaps(ms.in.srcSpan) ||
-		ms.typ != mr.typ || ms.rowBytes != mr.rowBytes || ms.K != mr.K {
+		ms.y != mr.y || ms.N != mr.N || outSpan(mr).overlaps(ms.in.srcSpan) || ms.xsrc == 0 || mr.xsrc == 0 ||
+		ms.typ != mr.typ || ms.K%32 != 0 || mmv1Lanes(int(ms.K/32)) != mmv1Lanes(int(mr.K/32)) {
 		return
+	}
+	if ms.K != mr.K {
+		mr.Kx, mr.rbx = ms.K, ms.rowBytes
 	}
 	mr.nr = mr.nsum
 	mr.nsum++

@@ -50,6 +50,11 @@ struct MQ {
     // down projection: the gate/up launch just before it also reads them),
     // so that they and the weights they pick can be loaded before the wait.
     i64 idsEarly;
+    // mmv1 with nsum and nr: the extra summands' rows are Kx values, rbx
+    // bytes (0: as K, rowBytes), so that a shared expert wider than a
+    // routed one (deepseek-v2-lite's two, 2816 against 1408) still rides in
+    // the routed down launch.
+    i64 Kx, rbx;
 };
 
 // quant_row rounds one row of L activations (RMS-normalised first when nw
@@ -650,6 +655,15 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     auto xR = [&](int k) { return (i64)(pkOf(k) / p.xDiv) * p.xY; };
     auto extra = [&](int k) { return p.nr == 0 ? -1 : (p.nsum ? k : py) - (int)p.nr; };
     const int nch = (nb + (JC << lsh) - 1) >> (lsh + ilog2(JC));  // load sets per row
+    // Summand kk's row: its blocks, load sets, bytes, and its first block in
+    // the rounded input; an extra summand of a weighted sum may be wider
+    // (Kx), with as many lanes a row (the launch checks lanes_log2).
+    struct Part { int nb, nch, at; i64 rb; };
+    const int nbx = p.Kx ? (int)(p.Kx / 32) : nb, nchx = (nbx + (JC << lsh) - 1) >> (lsh + ilog2(JC));
+    auto part = [&](int kk) {
+        const int j = p.nsum ? extra(kk) : -1;
+        return j >= 0 ? Part{nbx, nchx, (int)p.nr * nb + j * nbx, p.Kx ? p.rbx : p.rowBytes} : Part{nb, nch, kk * nb, p.rowBytes};
+    };
     const i64 ngroups = (p.N + RW - 1) >> (5 - lsh + ilog2(G)), gstep = (i64)gridDim.x * nwarps;
     // the input row of summand kk (its address needs no result of the kernel before)
     auto xrow = [&](int kk) {
@@ -657,7 +671,7 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
         return extra(kk) >= 0 ? p.xsrcx : p.xsrc + (R / p.xS) * p.xrs + (R % p.xS) * p.xseg;
     };
 
-    auto load = [&](Frag<TY, G, JC, NW>& f, i64 grp, int k, int ch) {
+    auto load = [&](Frag<TY, G, JC, NW>& f, i64 grp, int k, const Part& pt, int ch) {
         const int pk = pkOf(k);
         const int j = extra(k);
         const i64 base = j >= 0 ? (i64)j * p.N : (p.ids ? (i64)p.ids[pk] : (i64)pk) * p.wY;
@@ -669,14 +683,14 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
             if (o >= p.N) o = p.N - 1;
 #pragma unroll
             for (int m = 0; m < NW; m++) {
-                const u8* row = (m ? w2 : w1) + (base + o) * p.rowBytes;
+                const u8* row = (m ? w2 : w1) + (base + o) * pt.rb;
 #pragma unroll
                 for (int j = 0; j < JC; j++) {
                     const int b = (ch * JC + j) * lpr + l;
-                    if (b < nb) {
+                    if (b < pt.nb) {
 #pragma unroll
                         for (int w = 0; w < W; w++) f.q[g][j][m][w] = ldw4(row + S * b + 16 * w);
-                        f.s[g][j][m] = ldw2(row + S * nb + 2 * b);
+                        f.s[g][j][m] = ldw2(row + S * pt.nb + 2 * b);
                     }
                 }
             }
@@ -694,22 +708,25 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     i64 grp = (i64)blockIdx.x * nwarps + warp;
     int k = 0, ch = 0;
     Frag<TY, G, JC, NW> cur;
-    if (grp < ngroups) load(cur, grp, 0, 0);
+    Part cp = part(0);
+    if (grp < ngroups) load(cur, grp, 0, cp, 0);
 
     // the input rows, rounded to Q8_0 blocks in shared memory: quants,
     // scales, sums; then the norm's weights (see below)
     extern __shared__ __align__(16) u8 smem[];
     __shared__ float red[32];
+    const Part last = part(nk - 1);
+    const int tb = last.at + last.nb;  // blocks of every summand's input
     i8* sq = (i8*)smem;
-    float* sd = (float*)(smem + nk * K);
-    int* sa = (int*)(smem + nk * K + 4 * nk * nb);
+    float* sd = (float*)(smem + 32 * tb);
+    int* sa = (int*)(smem + 36 * tb);
     // The norm's weights are constant too: copied into shared memory while
     // the kernel before finishes, they are not an L2 round trip after the
     // sum of squares (mqLaunch gives the room).
     const float* nw = p.nw;
 #if __CUDA_ARCH__ >= 800
     if (p.xsrc && p.nw && ((unsigned long long)p.nw & 15) == 0) {
-        float* snw = (float*)(smem + ((nk * K + 8 * nk * nb + 15) & ~15));
+        float* snw = (float*)(smem + ((40 * tb + 15) & ~15));
         cp_async_floats(snw, p.nw, K);
         cp_async_commit();
         nw = snw;
@@ -725,8 +742,11 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
             __syncthreads();
         }
 #endif
-        for (int kk = 0; kk < nk; kk++) round_row_q8(kk ? xrow(kk) : src0, K, nw, p.eps, sq + kk * K, sd + kk * nb, sa + kk * nb, red);
-    } else {  // rounded by quant_act (unfused operations): copy it in, adding the sums
+        for (int kk = 0; kk < nk; kk++) {
+            const Part pt = part(kk);
+            round_row_q8(kk ? xrow(kk) : src0, 32 * pt.nb, nw, p.eps, sq + 32 * pt.at, sd + pt.at, sa + pt.at, red);
+        }
+    } else {  // rounded by quant_act (unfused operations, never with Kx): copy it in, adding the sums
         for (int i = threadIdx.x; i < nk * nb; i += blockDim.x) {
             const int kk = i / nb, b = i % nb;
             const i64 R = xR(kk);
@@ -756,12 +776,14 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
         // the next load set, in flight while this one is summed
         i64 ngrp = grp;
         int nk2 = k, nch2 = ch + 1;
-        if (nch2 == nch) {
+        Part np = cp;
+        if (nch2 == cp.nch) {
             nch2 = 0;
             if (++nk2 == nk) nk2 = 0, ngrp += gstep;
+            np = part(nk2);
         }
         Frag<TY, G, JC, NW> nxt;
-        if (ngrp < ngroups) load(nxt, ngrp, nk2, nch2);
+        if (ngrp < ngroups) load(nxt, ngrp, nk2, np, nch2);
         if (ch == 0) {
 #pragma unroll
             for (int g = 0; g < G; g++)
@@ -771,18 +793,18 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
 #pragma unroll
         for (int j = 0; j < JC; j++) {
             const int b = (ch * JC + j) * lpr + l;
-            if (b < nb) {
-                const int4* a = (const int4*)(sq + k * K + 32 * b);
+            if (b < cp.nb) {
+                const int4* a = (const int4*)(sq + 32 * (cp.at + b));
                 const int4 a0 = a[0], a1 = a[1];
-                const float da = sd[k * nb + b];
-                const int as = sa[k * nb + b];
+                const float da = sd[cp.at + b];
+                const int as = sa[cp.at + b];
 #pragma unroll
                 for (int g = 0; g < G; g++)
 #pragma unroll
                     for (int m = 0; m < NW; m++) acc[g][m] += Q::val(cur.q[g][j][m], a0, a1, as, h2f((u16)cur.s[g][j][m]), da);
             }
         }
-        if (ch == nch - 1) {
+        if (ch == cp.nch - 1) {
             const int pk = pkOf(k);
 #pragma unroll
             for (int g = 0; g < G; g++) {
@@ -809,6 +831,7 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
             }
         }
         cur = nxt;
+        cp = np;
         grp = ngrp, k = nk2, ch = nch2;
     }
 }
