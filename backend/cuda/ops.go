@@ -433,8 +433,9 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 	if m.T == 1 && (m.typ == quant.Q4_0 || m.typ == quant.Q8_0) {
 		// mmv1 (kernels/mmvq.cu): a lane loads G rows × JC blocks (× 2 for
 		// gate/up) of 16-byte words, at most 8 at a time; JC covers a row's
-		// blocks per lane where it can, and G rows share the input's reads
-		// unless that leaves SMs idle.
+		// blocks per lane where it can (a routed row's: a wider shared
+		// summand, Kx, takes more load sets), and G rows share the input's
+		// reads unless that leaves SMs idle.
 		nb := int(m.K / 32)
 		lpr := mmv1Lanes(nb)
 		words, nw := mmv1Words(deviceTypes[m.typ]), 1

@@ -657,7 +657,7 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     const int nch = (nb + (JC << lsh) - 1) >> (lsh + ilog2(JC));  // load sets per row
     // Summand kk's row: its blocks, load sets, bytes, and its first block in
     // the rounded input; an extra summand of a weighted sum may be wider
-    // (Kx), with as many lanes a row (the launch checks lanes_log2).
+    // (Kx), with as many lanes a row (foldSharedDown checks them).
     struct Part { int nb, nch, at; i64 rb; };
     const int nbx = p.Kx ? (int)(p.Kx / 32) : nb, nchx = (nbx + (JC << lsh) - 1) >> (lsh + ilog2(JC));
     auto part = [&](int kk) {
