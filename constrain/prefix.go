@@ -50,10 +50,7 @@ const (
 )
 
 // maxSpace bounds the whitespace (space bytes) a model may write before the forced text.
-const (
-	maxSpace = 16
-	space    = " \t\r\n"
-)
+const maxSpace = 16
 
 // NewPrefixTokens starts a generation held to p, whose Text must not be empty.
 func NewPrefixTokens(v *Vocab, p Prefix) *PrefixTokens {
@@ -137,7 +134,7 @@ func (c *PrefixTokens) feed(st *prefixState, piece string) bool {
 				return false
 			}
 			if st.written == 0 {
-				trimmed := strings.TrimLeft(piece, space)
+				trimmed := strings.TrimLeftFunc(piece, func(r rune) bool { return r < 128 && isSpace(byte(r)) })
 				if st.spaceLen += len(piece) - len(trimmed); st.spaceLen > maxSpace {
 					return false
 				}

@@ -406,10 +406,10 @@ type member struct {
 	value json.RawMessage
 }
 
-// membersInOrder lists a JSON object's first max members as written (a
+// membersInOrder lists a JSON object's first limit members as written (a
 // request's body may hold many thousands, and each name is checked against
 // those before it).
-func membersInOrder(raw json.RawMessage, max int) ([]member, error) {
+func membersInOrder(raw json.RawMessage, limit int) ([]member, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, fmt.Errorf("not an object")
@@ -429,7 +429,7 @@ func membersInOrder(raw json.RawMessage, max int) ([]member, error) {
 			return nil, err
 		}
 		members = append(members, m)
-		if len(members) == max {
+		if len(members) == limit {
 			break
 		}
 	}

@@ -309,10 +309,13 @@ func (s *Server) ollamaChatRequest(req *ollamaChatRequest) (*genRequest, error) 
 	if gen.prompt, gen.tokens, err = s.fitChat(msgs, req.Tools, extra, prompt); err != nil {
 		return nil, err
 	}
+	if err := req.Options.apply(gen); err != nil { // before readAnswer builds a constraint
+		return nil, err
+	}
 	if err := s.readAnswer(gen, req.Tools, asJSON, "format"); err != nil {
 		return nil, err
 	}
-	return gen, req.Options.apply(gen)
+	return gen, nil
 }
 
 // fitChat is the prompt and its tokens, with the oldest messages dropped
@@ -441,10 +444,13 @@ func (s *Server) ollamaGenerateRequest(req *ollamaGenerateRequest) (*genRequest,
 		}
 		gen.rawReasoning = false
 	}
+	if err := req.Options.apply(gen); err != nil { // before readAnswer builds a constraint
+		return nil, err
+	}
 	if err := s.readAnswer(gen, nil, asJSON, "format"); err != nil {
 		return nil, err
 	}
-	return gen, req.Options.apply(gen)
+	return gen, nil
 }
 
 // writeOllamaLoaded answers a request that only asks for the model to be

@@ -388,13 +388,14 @@ func (b *Backend) recordMQ(w *weight, m *mq, ny int, bytes int64) {
 // nw matrices, each block words 16-byte words, are at most 8 in flight.
 func mmv1Fits(g, jc, nw, words int) bool { return g*jc*nw*words <= 8 }
 
-// mmv1Words is how many 16-byte words a block of device type t takes in
-// mmv1's loads, or 0 for a type mmv1 does not serve.
-func mmv1Words(t string) int {
+// mmv1Words is how many 16-byte words a block of type t takes in mmv1's
+// loads, or 0 for a type mmv1 does not serve. (A type, not its device
+// name: mqLaunch asks for every product of every recorded token.)
+func mmv1Words(t quant.Type) int {
 	switch t {
-	case "T_Q4_0":
+	case quant.Q4_0:
 		return 1
-	case "T_Q8_0":
+	case quant.Q8_0:
 		return 2
 	}
 	return 0
@@ -408,7 +409,12 @@ func mmv1Kernel(g, jc, d int, t string) string { return fmt.Sprintf("mmv1_%d_%d_
 // for device type t (T_Q4_0 or T_Q8_0), or nil for the others: JC from 2
 // while the loads fit, G above 1 only with JC 2.
 func mmv1Variants(t string) [][3]int {
-	words := mmv1Words(t)
+	words := 0
+	for typ, name := range deviceTypes {
+		if name == t {
+			words = mmv1Words(typ)
+		}
+	}
 	if words == 0 {
 		return nil
 	}
@@ -438,7 +444,7 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 		// reads unless that leaves SMs idle.
 		nb := int(m.K / 32)
 		lpr := mmv1Lanes(nb)
-		words, nw := mmv1Words(deviceTypes[m.typ]), 1
+		words, nw := mmv1Words(m.typ), 1
 		if m.w2 != 0 {
 			nw = 2
 		}
