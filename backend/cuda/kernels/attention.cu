@@ -229,7 +229,8 @@ __device__ __forceinline__ void attn_split(float* part, const float* qsh, const 
 
 // split_range is block s's share [p0, p1) of positions 0..pos. The last
 // split holds pos, and in attn_decode it also normalises, rotates and
-// stores the token's own row first, so it takes ATT_OWN_LESS positions
+// stores the token's own row (after its k_b rows, while its peers finish
+// theirs), so it takes ATT_OWN_LESS positions
 // fewer than an even share (at least one) and the others the rest (youtu
 // at 640 positions, before the clusters: 652.8 and 655.8 tok/s with 0,
 // 659.9 and 659.7 with 32; with them, 661.5 with 0 and 668.6 with 64
@@ -308,8 +309,9 @@ extern "C" __global__ void attn_combine(float* olat, const float* part, int S) {
 // global memory (the last split to finish, found by an atomic counter)
 // waited for a fence, the counter and a round trip to L2, then merged and
 // applied v_b alone. In order:
-//   - before waiting for the kernel before (PDL): the block's k_b rows
-//     into registers, its v_b rows into L2, the rotations' sines;
+//   - before waiting for the kernel before (PDL): the first steps of the
+//     block's k_b rows into registers, its v_b rows into L2, the
+//     rotations' sines;
 //   - q_nope rounded to Q8_0 blocks; the block's rows of q_lat =
 //     k_b[h]·q_nope; the split holding the token's own position
 //     normalises and rotates that row (kv_finish's work) while the others

@@ -654,12 +654,13 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     auto pkOf = [&](int k) { return p.nsum ? py * nk + k : py; };
     auto xR = [&](int k) { return (i64)(pkOf(k) / p.xDiv) * p.xY; };
     auto extra = [&](int k) { return p.nr == 0 ? -1 : (p.nsum ? k : py) - (int)p.nr; };
-    const int nch = (nb + (JC << lsh) - 1) >> (lsh + ilog2(JC));  // load sets per row
+    auto sets = [&](int n) { return (n + (JC << lsh) - 1) >> (lsh + ilog2(JC)); };  // load sets per row of n blocks
+    const int nch = sets(nb);
     // Summand kk's row: its blocks, load sets, bytes, and its first block in
     // the rounded input; an extra summand of a weighted sum may be wider
     // (Kx), with as many lanes a row (foldSharedDown checks them).
     struct Part { int nb, nch, at; i64 rb; };
-    const int nbx = p.Kx ? (int)(p.Kx / 32) : nb, nchx = (nbx + (JC << lsh) - 1) >> (lsh + ilog2(JC));
+    const int nbx = p.Kx ? (int)(p.Kx / 32) : nb, nchx = sets(nbx);
     auto part = [&](int kk) {
         const int j = p.nsum ? extra(kk) : -1;
         return j >= 0 ? Part{nbx, nchx, (int)p.nr * nb + j * nbx, p.Kx ? p.rbx : p.rowBytes} : Part{nb, nch, kk * nb, p.rowBytes};
