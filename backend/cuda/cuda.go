@@ -90,7 +90,7 @@ type Backend struct {
 	// MLAFrom is the context length (positions up to the token's) from which
 	// one-token attention runs as mla_decode, every cache row read once for
 	// all heads, instead of attn_decode, a block per head and split; below
-	// 0 (the default), mlaFromTiles' for the model's heads.
+	// 0 (the default), the one mlaBuffers.from picks for the model's heads.
 	MLAFrom   int
 	nLaunch   uint64
 	prof      *profiler
@@ -106,23 +106,6 @@ var (
 	_ backend.Counter  = (*Backend)(nil)
 	_ backend.Compiler = (*Backend)(nil)
 )
-
-// mlaFromTiles is MLAFrom's default for a model whose heads fill mt of
-// mla_decode's 16-row tiles: where mla_decode overtakes attn_decode.
-// Measured on the H200 with each forced (BENCHMARKS.md, decode tok/s):
-// with 5eee658's kernels at 640/1664/2688 positions youtu 652.6/625.3/592.7
-// with attn_decode, 654.0/648.6/637.0 with mla_decode; deepseek
-// 511.8/499.3/483.6 and 519.6/517.6/510.2. With attn_decode's clusters
-// (d3d2aec) at 1536-1664 positions youtu 600.0 against 643.8 and deepseek
-// 481.4 against 515.5 (16 heads, one tile: 1024), but glm 284.8 against
-// 270.4, and even (266.7, 266.4) at 2560-2688 (20 heads, two tiles, 12
-// rows of them padding: 2048).
-func mlaFromTiles(mt int) int {
-	if mt > 1 {
-		return 2048
-	}
-	return 1024
-}
 
 // DeviceInfo describes the GPU.
 type DeviceInfo struct {
@@ -629,20 +612,11 @@ func (b *Backend) Begin(tokens, pos []int32) {
 		panic(fmt.Sprintf("cuda: position %d is past the cache of %d", b.maxPos, b.kv.positions))
 	}
 	if b.T > b.tokCap {
-		var err error
 		b.chained = false
-		b.run(func() {
-			if b.tokDev != 0 {
-				call(b.d.cuStreamSynchronize, b.stream) // queued passes read it
-				call(b.d.cuMemFree, b.tokDev)
-			}
-			b.tokCap = max(b.T, 64)
-			b.tokDev, err = b.alloc(int64(8*b.tokCap)+int64(unsafe.Sizeof(drawArgs{})), "token ids")
-		})
-		if err != nil {
-			b.tokCap, b.tokDev = 0, 0
-			b.allocFailed(err)
-		}
+		old, n := b.tokDev, max(b.T, 64)
+		b.tokCap, b.tokDev = 0, 0
+		b.tokDev = b.regrow(old, int64(8*n)+int64(unsafe.Sizeof(drawArgs{})), "token ids")
+		b.tokCap = n
 	}
 	b.stagePending = true
 }

@@ -435,8 +435,7 @@ func mmv1Variants(t string) [][3]int {
 // mqLaunch picks the kernel, grid and dynamic shared memory of an
 // integer-dot product.
 func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
-	nk := int(max(m.nsum, 1))
-	if m.T == 1 && (m.typ == quant.Q4_0 || m.typ == quant.Q8_0) {
+	if words := mmv1Words(m.typ); m.T == 1 && words > 0 {
 		// mmv1 (kernels/mmvq.cu): a lane loads G rows × JC blocks (× 2 for
 		// gate/up) of 16-byte words, at most 8 at a time; JC covers a row's
 		// blocks per lane where it can (a routed row's: a wider shared
@@ -444,7 +443,7 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 		// reads unless that leaves SMs idle.
 		nb := int(m.K / 32)
 		lpr := mmv1Lanes(nb)
-		words, nw := mmv1Words(m.typ), 1
+		nw := 1
 		if m.w2 != 0 {
 			nw = 2
 		}
@@ -481,7 +480,7 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 	gx := ceilDiv(int(m.N), 8*rpw)
 	if m.xsrc != 0 { // one rounding per block: keep the blocks few (about 4 per SM) and let each walk many rows
 		gx = max(1, min(gx, ceilDiv(4*b.info.SMs, m.ny)))
-		shmem = nk * int(m.K+4*(m.K/32)+4*(m.K/16))
+		shmem = int(max(m.nsum, 1)) * int(m.K+4*(m.K/32)+4*(m.K/16))
 	}
 	return name + deviceTypes[m.typ], grid3(gx, m.ny, ceilDiv(int(m.T), nt)), shmem
 }
@@ -497,13 +496,13 @@ func mmv1Lanes(nb int) int {
 }
 
 // inputLen is how many input values an mmv1 launch rounds for a problem:
-// nsum summands (or one) of K values, the extra ones from nr of Kx when set.
+// nsum summands (or one) of K values, the extra ones from nr of Kx when set
+// (only foldSharedDown sets it, on a weighted sum).
 func (m *mq) inputLen() int64 {
-	nk := max(m.nsum, 1)
-	if m.Kx == 0 || m.nsum == 0 {
-		return nk * m.K
+	if m.Kx == 0 {
+		return max(m.nsum, 1) * m.K
 	}
-	return m.nr*m.K + (nk-m.nr)*m.Kx
+	return m.nr*m.K + (m.nsum-m.nr)*m.Kx
 }
 
 // mmv1BlocksPerSM is how many mmv1 blocks an SM holds at once (its
@@ -695,20 +694,28 @@ func (b *Backend) splitStates(n int64) uintptr {
 		return b.states.ptr
 	}
 	n = max(n, 2*b.states.size)
+	old := b.states.ptr
+	b.states = chunk{}
+	b.states = chunk{ptr: b.regrow(old, n, "attention's split states"), size: n}
+	return b.states.ptr
+}
+
+// regrow replaces device buffer old (0: none), which passes still queued
+// may read, by one of n bytes: old is freed once the stream has run them.
+// Out of memory it ends the pass (allocFailed), old freed all the same.
+func (b *Backend) regrow(old uintptr, n int64, what string) uintptr {
 	var p uintptr
 	var err error
 	b.run(func() {
-		if b.states.ptr != 0 {
+		if old != 0 {
 			call(b.d.cuStreamSynchronize, b.stream)
-			call(b.d.cuMemFree, b.states.ptr)
-			b.states = chunk{}
+			call(b.d.cuMemFree, old)
 		}
-		p, err = b.alloc(n, "attention's split states")
+		p, err = b.alloc(n, what)
 	})
 	if err != nil {
 		b.allocFailed(err)
 	}
-	b.states = chunk{ptr: p, size: n}
 	return p
 }
 
@@ -878,7 +885,7 @@ const attnDecodeMaxLatent = 768
 // both, and q_nope in whole blocks a block can round.
 func decodeServes(kb, vb *weight) bool {
 	nope := kb.dim(0)
-	return kb.typ == vb.typ && (kb.typ == quant.Q4_0 || kb.typ == quant.Q8_0) && nope%32 == 0 && nope <= 1024
+	return kb.typ == vb.typ && mmv1Words(kb.typ) > 0 && nope%32 == 0 && nope <= 1024
 }
 
 // attnDecodeName is attn_decode's kernel for k_b and v_b of type t (one
@@ -909,12 +916,23 @@ type mlaBuffers struct {
 func (m *mlaBuffers) tiles() int { return ceilDiv(m.heads, 16) }
 
 // from is where one-token attention turns to mla_decode: MLAFrom, or below
-// 0 mlaFromTiles' default for the model's heads.
+// 0 the default for the model's heads, where mla_decode overtakes
+// attn_decode. Measured on the H200 with each forced (BENCHMARKS.md, decode
+// tok/s): with 5eee658's kernels at 640/1664/2688 positions youtu
+// 652.6/625.3/592.7 with attn_decode, 654.0/648.6/637.0 with mla_decode;
+// deepseek 511.8/499.3/483.6 and 519.6/517.6/510.2. With attn_decode's
+// clusters (d3d2aec) at 1536-1664 positions youtu 600.0 against 643.8 and
+// deepseek 481.4 against 515.5 (16 heads, one tile: 1024), but glm 284.8
+// against 270.4, and even (266.7, 266.4) at 2560-2688 (20 heads, two
+// tiles, 12 rows of them padding: 2048).
 func (m *mlaBuffers) from(mlaFrom int) int {
-	if mlaFrom < 0 {
-		return mlaFromTiles(m.tiles())
+	switch {
+	case mlaFrom >= 0:
+		return mlaFrom
+	case m.tiles() > 1:
+		return 2048
 	}
-	return mlaFrom
+	return 1024
 }
 
 // mlaKernel is mla_decode's kernel for k_b/v_b type t, or "" where a block
@@ -1145,7 +1163,7 @@ func (b *Backend) foldSharedDown() {
 		ms.ids != 0 || ms.w2 != 0 || ms.ny != 1 || ms.acc != 1 || ms.nsum != 0 || ms.nw != 0 || ms.y2 != 0 ||
 		mr.ids == 0 || mr.nsum == 0 || mr.nr != 0 || mr.ny != 1 || mr.T != 1 || mr.acc != 0 || mr.y2 != 0 || mr.nw != 0 ||
 		ms.y != mr.y || ms.N != mr.N || outSpan(mr).overlaps(ms.in.srcSpan) || ms.xsrc == 0 || mr.xsrc == 0 ||
-		ms.typ != mr.typ || ms.K%32 != 0 || mmv1Lanes(int(ms.K/32)) != mmv1Lanes(int(mr.K/32)) {
+		ms.typ != mr.typ || mmv1Lanes(int(ms.K/32)) != mmv1Lanes(int(mr.K/32)) {
 		return
 	}
 	if ms.K != mr.K {
