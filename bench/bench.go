@@ -15,7 +15,7 @@ import (
 type Options struct {
 	Prefill int   // prompt tokens timed in one batch (-p)
 	Decode  int   // tokens decoded one at a time (-n)
-	Depths  []int // tokens already in the cache before timing
+	Depths  []int // tokens in the cache when the prompt's and the decode's timing start
 	Reps    int   // repetitions; the report is their median
 	// BytesPerToken is the weight bytes one decode step reads
 	// (deepseek2.FootprintOf), for the effective bandwidth.
@@ -89,14 +89,8 @@ func Run(m engine.Model, be backend.Backend, modelName string, o Options) ([]Res
 	for _, depth := range o.Depths {
 		var pre, dec, kern []float64
 		for r := 0; r < o.Reps; r++ {
-			m.Reset()
-			// Fill the cache to depth in batches of at most 512 tokens.
-			for done := 0; done < depth; {
-				n := min(512, depth-done)
-				if _, err := m.Forward(tokens(n, V, 1000+done), false); err != nil {
-					return nil, fmt.Errorf("bench: filling the cache to %d: %w", depth, err)
-				}
-				done += n
+			if err := fill(m, depth); err != nil {
+				return nil, err
 			}
 			start := time.Now()
 			logits, err := m.Forward(prompt, false)
@@ -104,12 +98,20 @@ func Run(m engine.Model, be backend.Backend, modelName string, o Options) ([]Res
 				return nil, fmt.Errorf("bench: prefill: %w", err)
 			}
 			pre = append(pre, float64(o.Prefill)/time.Since(start).Seconds())
+			next := []int32{backend.Argmax(logits)}
+			// The prompt was its own test: decode, like llama-bench's tg
+			// test, starts from a cache of exactly depth tokens (at depth 0
+			// an empty one), not from behind the prompt.
+			if t, ok := m.(interface{ Truncate(n int) }); ok {
+				t.Truncate(depth)
+			} else if err := fill(m, depth); err != nil {
+				return nil, err
+			}
 
 			// Greedy decode, as generation does it: a model that picks the
 			// argmax where the logits are copies back only the token, and a
 			// pipelined one queues each step before the host has read the
 			// token it decodes.
-			next := []int32{backend.Argmax(logits)}
 			launches := count(be)
 			start = time.Now()
 			if err := decode(m, next, o.Decode); err != nil {
@@ -128,6 +130,20 @@ func Run(m engine.Model, be backend.Backend, modelName string, o Options) ([]Res
 		out = append(out, res)
 	}
 	return out, nil
+}
+
+// fill empties m's cache and fills it with depth tokens, in batches of
+// at most 512.
+func fill(m engine.Model, depth int) error {
+	m.Reset()
+	for done := 0; done < depth; {
+		n := min(512, depth-done)
+		if _, err := m.Forward(tokens(n, m.Vocab(), 1000+done), false); err != nil {
+			return fmt.Errorf("bench: filling the cache to %d: %w", depth, err)
+		}
+		done += n
+	}
+	return nil
 }
 
 // decode runs n greedy decode steps from first.

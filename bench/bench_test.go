@@ -1,0 +1,76 @@
+package bench
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/latent-ai/latent/backend/cpu"
+	"github.com/latent-ai/latent/engine"
+)
+
+// recorder is an engine.Model that logs where each Forward starts and how
+// many tokens it runs, so a test can check what each timing covered.
+type recorder struct {
+	ctx, pos int
+	calls    [][2]int // start position, tokens
+	truncate bool     // whether Truncate is offered (see truncating)
+}
+
+func (r *recorder) Forward(t []int32, all bool) ([]float32, error) {
+	r.calls = append(r.calls, [2]int{r.pos, len(t)})
+	r.pos += len(t)
+	return make([]float32, r.Vocab()), nil
+}
+func (r *recorder) Vocab() int       { return 7 }
+func (r *recorder) Context() int     { return r.ctx }
+func (r *recorder) Position() int    { return r.pos }
+func (r *recorder) Reset()           { r.pos = 0 }
+func (r *recorder) truncateTo(n int) { r.pos = min(r.pos, n) }
+
+// truncating is a recorder that can cut its cache back, as deepseek2's can.
+type truncating struct{ *recorder }
+
+func (t truncating) Truncate(n int) { t.truncateTo(n) }
+
+// TestDecodeStartsAtDepth checks that the decode timing starts from a cache
+// of exactly the depth (llama-bench's tg test), not from behind the prompt,
+// whether the model can truncate its cache or has to be refilled.
+func TestDecodeStartsAtDepth(t *testing.T) {
+	be := cpu.New(1)
+	for _, trunc := range []bool{true, false} {
+		r := &recorder{ctx: 2000}
+		var m engine.Model = r
+		if trunc {
+			m = truncating{r}
+		}
+		o := Options{Prefill: 5, Decode: 3, Depths: []int{0, 600}, Reps: 1}
+		res, err := Run(m, be, "rec", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != 2 || res[0].Depth != 0 || res[1].Depth != 600 {
+			t.Fatalf("truncate %v: results %+v", trunc, res)
+		}
+		// Each depth: fill (batches of at most 512), the prompt at the
+		// depth, [refill], then one-token steps from the depth.
+		var want [][2]int
+		for _, d := range o.Depths {
+			fill := func() {
+				for done := 0; done < d; done += min(512, d-done) {
+					want = append(want, [2]int{done, min(512, d-done)})
+				}
+			}
+			fill()
+			want = append(want, [2]int{d, o.Prefill})
+			if !trunc {
+				fill()
+			}
+			for i := range o.Decode {
+				want = append(want, [2]int{d + i, 1})
+			}
+		}
+		if !slices.Equal(r.calls, want) {
+			t.Errorf("truncate %v: forward calls (position, tokens)\n got %v\nwant %v", trunc, r.calls, want)
+		}
+	}
+}
