@@ -77,7 +77,9 @@ type Backend struct {
 	bigShared map[uintptr]int // kernels whose dynamic shared memory limit was raised
 	counters  uintptr         // zeroed per-token counters for last-block-done kernels, then mla_decode's grid barrier
 	mla       *mlaBuffers     // mla_decode's scratch (one allocation from qh), made at load where it serves
-	states    chunk           // attn_partial's split states, which every layer reuses (splitStates)
+	// a batch's attention buffers, which every layer reuses (layerBuffer):
+	// attn_partial's split states, the queries' latents, the merged latents
+	states, query, olat chunk
 
 	graphs   map[uint64]uintptr
 	NoGraphs bool // launch every kernel directly (for tests and profiling)
@@ -262,8 +264,10 @@ func (b *Backend) Close() error {
 		for _, c := range b.arena.chunks {
 			call(d.cuMemFree, c.ptr)
 		}
-		if b.states.ptr != 0 {
-			call(d.cuMemFree, b.states.ptr)
+		for _, c := range []chunk{b.states, b.query, b.olat} {
+			if c.ptr != 0 {
+				call(d.cuMemFree, c.ptr)
+			}
 		}
 		if b.tokDev != 0 {
 			call(d.cuMemFree, b.tokDev)

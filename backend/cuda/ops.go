@@ -679,25 +679,27 @@ func (b *Backend) splits(H, T int) int {
 	return max(1, min(16, b.kv.positions/256, 2*b.info.SMs/H))
 }
 
-// splitStates returns n bytes for attn_partial's split states. Every
-// layer's attention reuses one buffer instead of taking its own from the
-// pass's scratch, which keeps each layer's activations until the pass ends:
-// at 512 tokens glm-4.7-flash's 47 layers took 274 MB each (20 heads, 13
-// splits). Reuse is safe in stream order: a layer's attn_partial writes
-// only after its wait for the kernel before, and so after the layer before
-// merged its splits. A larger pass at least doubles the buffer; the old one
-// is freed once the stream has run what was queued (only passes before this
-// one used it: every layer of a pass asks for the same size, so the first
-// asks before any launch of this pass holds it).
-func (b *Backend) splitStates(n int64) uintptr {
-	if b.states.size >= n {
-		return b.states.ptr
+// layerBuffer returns n bytes of c, one of a batch's attention buffers
+// (the queries' latents, attn_partial's split states, the merged latents).
+// Every layer reuses each instead of taking its own from the pass's
+// scratch, which keeps each layer's activations until the pass ends: at 512
+// tokens glm-4.7-flash's 47 layers took 274 MB each of split states (20
+// heads, 13 splits) and 45 MB each of latents. Reuse is safe in stream
+// order: a layer's kernels write these only after their wait for the
+// kernel before, and so after the layer before read them. A larger pass at
+// least doubles the buffer; the old one is freed once the stream has run
+// what was queued (only passes before this one used it: every layer of a
+// pass asks for the same size, so the first asks before any launch of this
+// pass holds it).
+func (b *Backend) layerBuffer(c *chunk, n int64, what string) uintptr {
+	if c.size >= n {
+		return c.ptr
 	}
-	n = max(n, 2*b.states.size)
-	old := b.states.ptr
-	b.states = chunk{}
-	b.states = chunk{ptr: b.regrow(old, n, "attention's split states"), size: n}
-	return b.states.ptr
+	n = max(n, 2*c.size)
+	old := c.ptr
+	*c = chunk{}
+	*c = chunk{ptr: b.regrow(old, n, what), size: n}
+	return c.ptr
 }
 
 // regrow replaces device buffer old (0: none), which passes still queued
@@ -747,14 +749,18 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 	if store != nil { // not consumed: kv_finish runs where it was recorded
 		b.launches[store.launch].skip = false
 	}
-	// query [T][H][W]: q_lat = k_b[h]·q_nope[h], then q_pe
-	query := b.scratch(int64(T*H*W) * 4)
+	// query [T][H][W]: q_lat = k_b[h]·q_nope[h], then q_pe. query and olat
+	// are the same buffers in every layer (layerBuffer): each write is
+	// noted, so that no rounding of the layer before's is reused.
+	query := &tensor{ptr: b.layerBuffer(&b.query, int64(T*H*W)*4, "attention's queries"), rows: T, cols: H * W, stride: H * W}
+	b.writes(query)
 	qin := input{src: qq.ptr, rs: int64(qq.stride), rows: T, S: H, L: nope, segStride: int64(nope + rope), srcSpan: spanOf(qq)}
-	b.product(kbw, qin, output{N: kvl, y: query, ys: int64(H * W), yY: int64(W), T: T, wY: int64(kvl), ny: H,
+	b.product(kbw, qin, output{N: kvl, y: query.ptr, ys: int64(H * W), yY: int64(W), T: T, wY: int64(kvl), ny: H,
 		xRows: int64(H), xY: 1, xDiv: 1})
 	S := b.splits(H, T)
-	part := b.splitStates(int64(T*H*S*(kvl+2)) * 4)
-	olat := &tensor{ptr: b.scratch(int64(T*H*kvl) * 4), rows: T, cols: H * kvl, stride: H * kvl}
+	part := b.layerBuffer(&b.states, int64(T*H*S*(kvl+2))*4, "attention's split states")
+	olat := &tensor{ptr: b.layerBuffer(&b.olat, int64(T*H*kvl)*4, "attention's latents"), rows: T, cols: H * kvl, stride: H * kvl}
+	b.writes(olat)
 	// the last split of each head to finish merges them, where counters allow
 	fused := T*H <= maxCounters && !b.NoFusion
 	var merged uintptr
@@ -762,7 +768,7 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 		merged = olat.ptr
 	}
 	b.record("attn_partial", grid2(T*H, S), [3]uint32{256, 1, 1}, int64(T*H)*int64(b.maxPos+1)*int64(W)*k.esize,
-		uint64(part), uint64(query), uint64(qq.ptr), uint64(qq.stride), uint64(nope), uint64(freqs),
+		uint64(part), uint64(query.ptr), uint64(qq.ptr), uint64(qq.stride), uint64(nope), uint64(freqs),
 		uint64(k.layer(layer)), uint64(b.posDev()), uint64(H), uint64(S), f32bits(scale), uint64(merged), uint64(b.counters))
 	if !fused {
 		b.record("attn_combine", grid1(T*H), [3]uint32{256, 1, 1}, int64(T*H*(S+1)*(kvl+2))*4,
