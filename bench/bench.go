@@ -101,10 +101,23 @@ func Run(m engine.Model, be backend.Backend, modelName string, o Options) ([]Res
 			next := []int32{backend.Argmax(logits)}
 			// The prompt was its own test: decode, like llama-bench's tg
 			// test, starts from a cache of exactly depth tokens (at depth 0
-			// an empty one), not from behind the prompt.
-			if t, ok := m.(interface{ Truncate(n int) }); ok {
-				t.Truncate(depth)
-			} else if err := fill(m, depth); err != nil {
+			// an empty one), not from behind the prompt. One untimed step
+			// first, as llama-bench's warm-up run: what a step costs once (a
+			// CUDA backend capturing its graph) is not the decode's speed.
+			rewind := func() error {
+				if t, ok := m.(interface{ Truncate(n int) }); ok {
+					t.Truncate(depth)
+					return nil
+				}
+				return fill(m, depth)
+			}
+			if err := rewind(); err != nil {
+				return nil, err
+			}
+			if err := decode(m, next, 1); err != nil {
+				return nil, err
+			}
+			if err := rewind(); err != nil {
 				return nil, err
 			}
 

@@ -34,7 +34,8 @@ func (t truncating) Truncate(n int) { t.truncateTo(n) }
 
 // TestDecodeStartsAtDepth checks that the decode timing starts from a cache
 // of exactly the depth (llama-bench's tg test), not from behind the prompt,
-// whether the model can truncate its cache or has to be refilled.
+// after one untimed step there (llama-bench's warm-up), whether the model
+// can truncate its cache or has to be refilled.
 func TestDecodeStartsAtDepth(t *testing.T) {
 	be := cpu.New(1)
 	for _, trunc := range []bool{true, false} {
@@ -52,7 +53,8 @@ func TestDecodeStartsAtDepth(t *testing.T) {
 			t.Fatalf("truncate %v: results %+v", trunc, res)
 		}
 		// Each depth: fill (batches of at most 512), the prompt at the
-		// depth, [refill], then one-token steps from the depth.
+		// depth, [refill], a warm-up step at the depth, [refill], then the
+		// timed one-token steps from the depth.
 		var want [][2]int
 		for _, d := range o.Depths {
 			fill := func() {
@@ -62,6 +64,11 @@ func TestDecodeStartsAtDepth(t *testing.T) {
 			}
 			fill()
 			want = append(want, [2]int{d, o.Prefill})
+			// back to the depth, one untimed step, back again
+			if !trunc {
+				fill()
+			}
+			want = append(want, [2]int{d, 1})
 			if !trunc {
 				fill()
 			}
