@@ -560,14 +560,14 @@ func (b *Backend) scratch(n int64) uintptr {
 // compute) and raises backend.OutOfMemory, which the model's pass returns
 // as its error; any other failure (a broken context) is a plain panic.
 func (b *Backend) allocFailed(err error) {
-	err = fmt.Errorf("cuda: %w", err)
-	if !errors.As(err, new(backend.OutOfMemory)) {
-		panic(err)
+	var oom backend.OutOfMemory
+	if !errors.As(err, &oom) {
+		panic(fmt.Errorf("cuda: %w", err))
 	}
 	b.launches, b.args = b.launches[:0], b.args[:0]
 	b.stagePending = false
 	b.resetPass()
-	panic(backend.OutOfMemory{Err: err})
+	panic(backend.OutOfMemory{Err: fmt.Errorf("cuda: %w", oom.Err)})
 }
 
 // Tensor is a rows × cols buffer of the pass's scratch.
