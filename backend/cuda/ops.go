@@ -767,7 +767,7 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 	if fused {
 		merged = olat.ptr
 	}
-	b.record("attn_partial", grid2(T*H, S), [3]uint32{256, 1, 1}, int64(T*H)*int64(b.maxPos+1)*int64(W)*k.esize,
+	b.record("attn_partial", grid2(T*H, S), [3]uint32{32 * attWarps, 1, 1}, int64(T*H)*int64(b.maxPos+1)*int64(W)*k.esize,
 		uint64(part), uint64(query.ptr), uint64(qq.ptr), uint64(qq.stride), uint64(nope), uint64(freqs),
 		uint64(k.layer(layer)), uint64(b.posDev()), uint64(H), uint64(S), f32bits(scale), uint64(merged), uint64(b.counters))
 	if !fused {
@@ -859,7 +859,7 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 	weights := int64(H) * (int64(b.kvl)*kb.rowBytes + int64(vdim)*vb.rowBytes)
 	cache := int64(b.maxPos+1) * int64(k.width) * k.esize
 	if mla != "" {
-		b.recordStruct(mla, grid1(m.grid), [3]uint32{256, 1, 1}, weights+cache,
+		b.recordStruct(mla, grid1(m.grid), [3]uint32{32 * attWarps, 1, 1}, weights+cache,
 			uint64(q.ptr), uint64(nope), uint64(freqs), uint64(kv), uint64(nw), uint64(kvFreqs), uint64(k.layer(layer)), uint64(b.posDev()),
 			uint64(H)|f32bits(scale)<<32, f32bits(eps), uint64(kb.ptr), uint64(kb.rowBytes), uint64(vb.ptr), uint64(vb.rowBytes), uint64(vdim),
 			uint64(m.qh), uint64(m.part), uint64(m.ml), uint64(m.olat), uint64(d.ptr), uint64(b.counters+barrierOffset))
@@ -867,7 +867,7 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 		return true
 	}
 	S := b.splits(H, 1)
-	b.recordStruct(attnDecodeName(kb.typ), grid2(H, S), [3]uint32{256, 1, 1}, weights+int64(H)*cache,
+	b.recordStruct(attnDecodeName(kb.typ), grid2(H, S), [3]uint32{32 * attWarps, 1, 1}, weights+int64(H)*cache,
 		uint64(d.ptr), uint64(q.ptr), uint64(nope), uint64(freqs),
 		uint64(kv), uint64(nw), uint64(kvFreqs), uint64(k.layer(layer)), uint64(b.posDev()),
 		f32bits(scale)|f32bits(eps)<<32,
@@ -958,6 +958,16 @@ func (b *Backend) mlaKernel(t quant.Type) string {
 // mlaStatic bounds mla_decode's static shared memory (kernels/attention.cu).
 const mlaStatic = 12 << 10
 
+// The attention kernels' sizes (fixedDefines hands them to the kernels):
+// warps a block (ATT_WARPS), mla_decode's positions a tile (MLA_TP) and the
+// padding of its shared rows in elements (MLA_PAD: a row stride of 16 or 80
+// bytes mod 128, so ldmatrix meets no bank conflicts).
+const (
+	attWarps = 8
+	mlaTile  = 32
+	mlaPad   = 8
+)
+
 // decodeHeads is the most heads of a layer whose k_b and v_b the one-token
 // attention kernels serve (decodeServes), and those weights' types.
 func (b *Backend) decodeHeads() (H int, types map[quant.Type]bool) {
@@ -999,9 +1009,9 @@ func (b *Backend) allocMLA() error {
 	}
 	// kernels/attention.cu's layout: Q (hi, lo), two tiles and P (hi, lo) in
 	// f16; scores (a warp's partial sums each), corr, max, sum in float32
-	const tp, warps = 32, 8
-	qst, pst, sst := width+8, tp+8, tp+8
-	shared := 2*(2*mr*qst+2*tp*qst+2*mr*pst) + 4*(warps*mr*sst+3*mr)
+	tp := mlaTile
+	qst, pst, sst := width+mlaPad, tp+mlaPad, tp+mlaPad
+	shared := 2*(2*mr*qst+2*tp*qst+2*mr*pst) + 4*(attWarps*mr*sst+3*mr)
 	if shared+mlaStatic > b.info.SharedPerBlockMax {
 		return nil
 	}
@@ -1040,7 +1050,7 @@ func (b *Backend) mlaResident(name string, shared int) bool {
 	if err == nil {
 		b.run(func() {
 			err = b.d.check("cuOccupancyMaxActiveBlocksPerMultiprocessor",
-				call(b.d.cuOccupancyMaxActiveBlocksPerMultiprocessor, uintptr(unsafe.Pointer(&n)), fn, 256, uintptr(shared)))
+				call(b.d.cuOccupancyMaxActiveBlocksPerMultiprocessor, uintptr(unsafe.Pointer(&n)), fn, 32*attWarps, uintptr(shared)))
 		})
 	}
 	return err == nil && n >= 1

@@ -94,7 +94,9 @@ __device__ void attn_merge(float* olat, const float* part, int S, int th) {
                  [&](int j, float a) { olat[(i64)th * KV_LORA + j] = a; });
 }
 
-#define ATT_WARPS 8
+// ATT_WARPS (warps a block), MLA_TP (mla_decode's positions a tile) and
+// MLA_PAD (its shared rows' padding) come from the Go side (fixedDefines),
+// which sizes the launches and mla_decode's shared memory with them.
 // HALF2: f16 rows are read a pair of columns per 4-byte load
 #define HALF2 (CACHE_HALF && KV_LORA % 64 == 0 && CACHE_W % 2 == 0)
 // ATT_AP: positions a warp takes per step (its loads in flight at once).
@@ -627,10 +629,9 @@ FAST_TYPES(ATTN_DECODE_IF)
 // The sums run in another order than the unfused kernels' (float32 sums,
 // Q and P as f16 hi + lo pairs): the GPU tests bound the difference.
 
-#define MLA_TP 32                 // positions per tile
-#define MLA_QST (CACHE_W + 8)     // halves per row in shared memory: a row stride of 16 or 80 B mod 128, no ldmatrix conflicts
-#define MLA_PST (MLA_TP + 8)      // halves per row of P
-#define MLA_SST (MLA_TP + 8)      // floats per row of a warp's partial scores: a half-warp's float2 stores (4 rows) hit distinct banks
+#define MLA_QST (CACHE_W + MLA_PAD)  // halves per row in shared memory: a row stride of 16 or 80 B mod 128, no ldmatrix conflicts
+#define MLA_PST (MLA_TP + MLA_PAD)   // halves per row of P
+#define MLA_SST (MLA_TP + MLA_PAD)   // floats per row of a warp's partial scores: a half-warp's float2 stores (4 rows) hit distinct banks
 
 // MD mirrors the words decodeOne records for mla_decode (backend/cuda/ops.go).
 struct MD {
