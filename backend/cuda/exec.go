@@ -148,7 +148,9 @@ func (b *Backend) compile() error {
 	arch := fmt.Sprintf("sm_%d%d", b.info.Major, b.info.Minor)
 	devKey := fmt.Sprintf("%s cc%d.%d driver %d", b.info.Name, b.info.Major, b.info.Minor, b.info.Driver)
 	defs, fast := b.shapeDefines()
-	us := units(fast, b.attnDecodes())
+	// attn_decode's unit only where some layer's k_b and v_b have its kernels
+	H, _ := b.decodeHeads()
+	us := units(fast, b.attnDecodes() && H > 0)
 	bins, hits, err := compileModules(defs, us, arch, devKey)
 	if err != nil {
 		return err
