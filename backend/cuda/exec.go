@@ -68,9 +68,12 @@ func units(fast []string, decode bool) []unit {
 	}
 	for _, t := range fast {
 		if vs := mmv1Variants(t); vs != nil {
-			for _, v := range vs {
-				name := mmv1Kernel(v[0], v[1], v[2], t)
-				us = append(us, mmvqUnit(name, false, t, fmt.Sprintf("K(%s, %d, %d, %d, _%s)", t, v[0], v[1], v[2], t)))
+			for i := 0; i < len(vs); i += mmv1PerUnit {
+				ks := ""
+				for _, v := range vs[i:min(i+mmv1PerUnit, len(vs))] {
+					ks += fmt.Sprintf("K(%s, %d, %d, %d, _%s) ", t, v[0], v[1], v[2], t)
+				}
+				us = append(us, mmvqUnit(mmv1UnitName(i/mmv1PerUnit, t), false, t, ks))
 			}
 		} else {
 			us = append(us, mmvqUnit("mmvq1_"+t, false, t, "", "mmvq1"))
@@ -79,6 +82,15 @@ func units(fast []string, decode bool) []unit {
 	}
 	return us
 }
+
+// mmv1PerUnit is how many of a type's mmv1 variants one unit compiles:
+// each unit parses mmvq.cu again (about 0.3 s of a variant's 0.6 s on the
+// H200), and a cold start's units run side by side on the cores, so pairs
+// cut the work without making a unit the slowest (BENCHMARKS.md).
+const mmv1PerUnit = 2
+
+// mmv1UnitName names the i-th unit of type t's mmv1 variants.
+func mmv1UnitName(i int, t string) string { return fmt.Sprintf("mmv1u%d_%s", i, t) }
 
 // mlaUnit is mla_decode's unit for MT row tiles of 16 heads.
 func mlaUnit(mt int) unit {
@@ -141,8 +153,9 @@ var fixedDefines = fmt.Sprintf("#define DRAW_SLICE %d\n#define DRAW_MERGE %d\n#d
 
 // compile builds (or reads from the disk cache) every module in parallel
 // and loads them on the device; mla_decode's unit, where allocMLA made its
-// scratch, compiles afterwards in the background (no step needs it before
-// MLAFrom positions), so that a cold start waits for one unit fewer.
+// scratch (no step needs it before MLAFrom positions), and the eight-token
+// units only the output's type needs (batchTypes) compile afterwards in the
+// background, so that a cold start waits for fewer units.
 func (b *Backend) compile() error {
 	start := time.Now()
 	arch := fmt.Sprintf("sm_%d%d", b.info.Major, b.info.Minor)
@@ -150,7 +163,15 @@ func (b *Backend) compile() error {
 	defs, fast := b.shapeDefines()
 	// attn_decode's unit only where some layer's k_b and v_b have its kernels
 	H, _ := b.decodeHeads()
-	us := units(fast, b.attnDecodes() && H > 0)
+	var us, later []unit
+	batch := b.batchTypes()
+	for _, u := range units(fast, b.attnDecodes() && H > 0) {
+		if t, ok := strings.CutPrefix(u.name, "mmvq8_"); ok && !batch[t] {
+			later = append(later, u)
+		} else {
+			us = append(us, u)
+		}
+	}
 	bins, hits, err := compileModules(defs, us, arch, devKey)
 	if err != nil {
 		return err
@@ -176,7 +197,25 @@ func (b *Backend) compile() error {
 	if b.mla != nil {
 		b.compileLater(mlaUnit(b.mla.tiles()), defs, arch, devKey)
 	}
+	for _, u := range later {
+		b.compileLater(u, defs, arch, devKey)
+	}
 	return nil
+}
+
+// batchTypes are the device types of the matrices a batch's products read:
+// every matrix but the output's (and the token embeddings', which an output
+// tied to them is), whose batch product runs only for a request of every
+// token's logits. A fast type of those alone (a Q6_K output beside Q4_0
+// layers) compiles its eight-token unit in the background (compile).
+func (b *Backend) batchTypes() map[string]bool {
+	types := map[string]bool{}
+	for _, w := range b.weights {
+		if len(w.dims) > 1 && w.name != "output.weight" && w.name != "token_embd.weight" {
+			types[deviceTypes[w.typ]] = true
+		}
+	}
+	return types
 }
 
 // compileLater starts compiling unit u in the background; lookup waits for
@@ -274,7 +313,16 @@ func unitOf(name string) string {
 		return name
 	case strings.HasPrefix(name, "gemv_"), strings.HasPrefix(name, "gemm_"), strings.HasPrefix(name, "embed_"):
 		return "matmul"
-	case strings.HasPrefix(name, "mmv1_"): // a unit a variant
+	case strings.HasPrefix(name, "mmv1_"): // mmv1_G_JC_D_TYPE: the unit of its place in mmv1Variants
+		var g, jc, d int
+		if _, err := fmt.Sscanf(name, "mmv1_%d_%d_%d_", &g, &jc, &d); err == nil {
+			if i := strings.Index(name, "_T_"); i > 0 {
+				t := name[i+1:]
+				if at := slices.Index(mmv1Variants(t), [3]int{g, jc, d}); at >= 0 {
+					return mmv1UnitName(at/mmv1PerUnit, t)
+				}
+			}
+		}
 		return name
 	case name == "quant_act":
 		return "quant_act"

@@ -70,3 +70,31 @@ func TestMLAFromDefault(t *testing.T) {
 		}
 	}
 }
+
+// batchTypes leaves out the types only the output (or the token
+// embeddings an output may be tied to) and the vectors have, so that their
+// eight-token units compile in the background; any matrix of a layer,
+// 2-D or a 3-D stack of experts or heads, keeps its type's.
+func TestBatchTypes(t *testing.T) {
+	w := func(name string, typ quant.Type, dims ...uint64) *weight {
+		return &weight{name: name, typ: typ, dims: dims}
+	}
+	for _, c := range []struct {
+		weights []*weight
+		want    []string
+	}{
+		{[]*weight{w("token_embd.weight", quant.Q4_0, 2048, 1000), w("output.weight", quant.Q6_K, 2048, 1000),
+			w("blk.0.attn_norm.weight", quant.F32, 2048), w("blk.0.ffn_down.weight", quant.Q4_0, 1408, 2048)},
+			[]string{"T_Q4_0"}},
+		{[]*weight{w("output.weight", quant.Q6_K, 2048, 1000), w("blk.0.ffn_down_exps.weight", quant.Q6_K, 1408, 2048, 64),
+			w("blk.0.attn_k_b.weight", quant.Q8_0, 128, 512, 16)},
+			[]string{"T_Q6_K", "T_Q8_0"}},
+		{[]*weight{w("token_embd.weight", quant.Q8_0, 2048, 1000), w("blk.3.ffn_gate.weight", quant.Q4_K, 2048, 5632)},
+			[]string{"T_Q4_K"}},
+	} {
+		b := &Backend{weights: c.weights}
+		if got := slices.Sorted(maps.Keys(b.batchTypes())); !slices.Equal(got, c.want) {
+			t.Errorf("case with %s: batch types %v, want %v", c.weights[0].name, got, c.want)
+		}
+	}
+}

@@ -838,10 +838,10 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
 }
 
 // (mmv1_impl calls pdl_entry itself, after its first weight loads unless
-// its ids may come from the kernel before). A unit holds one variant,
-// UNIT_MMV1(K) = K(type, G, JC, D, name suffix): exec.go's units give each
-// variant mqLaunch can pick its own program, so that a cold start's
-// compiles run side by side.
+// its ids may come from the kernel before). A unit holds a few variants,
+// UNIT_MMV1(K) = K(type, G, JC, D, name suffix) K(...): exec.go's units
+// spread the variants mqLaunch can pick over several programs, so that a
+// cold start's compiles run side by side.
 #define MMV1_KERNEL(TY, G, JC, D, NAME) \
     extern "C" __global__ void __launch_bounds__(256, 2) mmv1_##G##_##JC##_##D##NAME(MQ p) { mmv1_impl<TY, G, JC, D>(p); }
 UNIT_MMV1(MMV1_KERNEL)
