@@ -177,7 +177,7 @@ func decode(m engine.Model, first []int32, n int) error {
 		return nil
 	}
 	g, fast := m.(engine.Greedy)
-	next := first
+	next := append([]int32(nil), first...)
 	for i := 0; i < n; i++ {
 		var err error
 		var logits []float32

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/latent-ai/latent/backend"
 	"github.com/latent-ai/latent/backend/cpu"
 	"github.com/latent-ai/latent/engine"
 )
@@ -13,7 +14,6 @@ import (
 type recorder struct {
 	ctx, pos int
 	calls    [][2]int // start position, tokens
-	truncate bool     // whether Truncate is offered (see truncating)
 }
 
 func (r *recorder) Forward(t []int32, all bool) ([]float32, error) {
@@ -32,17 +32,42 @@ type truncating struct{ *recorder }
 
 func (t truncating) Truncate(n int) { t.truncateTo(n) }
 
+// pipelined is a truncating recorder with engine.Pipelined's queued steps,
+// the path the CUDA backend's models take.
+type pipelined struct{ truncating }
+
+type answer int32
+
+func (a answer) Wait() int32 { return int32(a) }
+
+func (p pipelined) ForwardArgmax(t []int32) (int32, error) {
+	_, err := p.Forward(t, false)
+	return 0, err
+}
+
+func (p pipelined) StartArgmax(t []int32) (backend.Pending, error) {
+	if t == nil {
+		t = []int32{0} // the answer of the pass before
+	}
+	_, err := p.Forward(t, false)
+	return answer(0), err
+}
+
 // TestDecodeStartsAtDepth checks that the decode timing starts from a cache
 // of exactly the depth (llama-bench's tg test), not from behind the prompt,
 // after one untimed step there (llama-bench's warm-up), whether the model
-// can truncate its cache or has to be refilled.
+// can truncate its cache or has to be refilled, and for a pipelined model.
 func TestDecodeStartsAtDepth(t *testing.T) {
 	be := cpu.New(1)
-	for _, trunc := range []bool{true, false} {
+	for _, kind := range []string{"truncating", "refilled", "pipelined"} {
 		r := &recorder{ctx: 2000}
+		trunc := kind != "refilled"
 		var m engine.Model = r
-		if trunc {
+		switch kind {
+		case "truncating":
 			m = truncating{r}
+		case "pipelined":
+			m = pipelined{truncating{r}}
 		}
 		o := Options{Prefill: 5, Decode: 3, Depths: []int{0, 600}, Reps: 1}
 		res, err := Run(m, be, "rec", o)
@@ -50,7 +75,7 @@ func TestDecodeStartsAtDepth(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(res) != 2 || res[0].Depth != 0 || res[1].Depth != 600 {
-			t.Fatalf("truncate %v: results %+v", trunc, res)
+			t.Fatalf("%s: results %+v", kind, res)
 		}
 		// Each depth: fill (batches of at most 512), the prompt at the
 		// depth, [refill], a warm-up step at the depth, [refill], then the
@@ -77,7 +102,9 @@ func TestDecodeStartsAtDepth(t *testing.T) {
 			}
 		}
 		if !slices.Equal(r.calls, want) {
-			t.Errorf("truncate %v: forward calls (position, tokens)\n got %v\nwant %v", trunc, r.calls, want)
+			t.Errorf("%s: forward calls (position, tokens)\n got %v\nwant %v", kind, r.calls, want)
 		}
 	}
 }
+
+var _ engine.Pipelined = pipelined{} // else Run would take the plain path

@@ -38,11 +38,13 @@ var moduleHeaders = map[string][]string{"mmvq.cu": {"dot.cuh"}, "attention.cu": 
 
 // units are the programs for a model with the given fast weight types
 // (device names: T_Q4_0, ...) and attn_decode (where it serves), compiled
-// in parallel; mla_decode's (mlaUnit) compiles after them. A cold start
-// waits for the slowest unit, so the costly ones are split: each type's
-// mmvq1 and mmvq8 products, each mmv1 variant and attn_decode are units of
-// their own. One-token Q4_0 and Q8_0
-// products are always mmv1's (mqLaunch), so those types get no mmvq1 unit.
+// in parallel; mla_decode's (mlaUnit) compiles after them, and so does an
+// eight-token unit only the output's type needs (compile, batchTypes). A
+// cold start waits for the slowest unit, so the costly ones are split:
+// each type's mmvq1 and mmvq8 products and attn_decode are units of their
+// own, a type's mmv1 variants mmv1PerUnit to a unit. One-token Q4_0 and
+// Q8_0 products are always mmv1's (mqLaunch), so those types get no mmvq1
+// unit.
 func units(fast []string, decode bool) []unit {
 	// mmvqUnit holds quant_act (when qa), type t's kernels of the kinds
 	// named (mmvq1, mmvq8) and the mmv1 kernel mmv1 names (its UNIT_MMV1).
@@ -316,7 +318,7 @@ func unitOf(name string) string {
 	case strings.HasPrefix(name, "mmv1_"): // mmv1_G_JC_D_TYPE: the unit of its place in mmv1Variants
 		var g, jc, d int
 		if _, err := fmt.Sscanf(name, "mmv1_%d_%d_%d_", &g, &jc, &d); err == nil {
-			if i := strings.Index(name, "_T_"); i > 0 {
+			if i := strings.Index(name, "_T_"); i > 0 && name == mmv1Kernel(g, jc, d, name[i+1:]) {
 				t := name[i+1:]
 				if at := slices.Index(mmv1Variants(t), [3]int{g, jc, d}); at >= 0 {
 					return mmv1UnitName(at/mmv1PerUnit, t)
@@ -373,10 +375,10 @@ func (b *Backend) lookup(name string) (uintptr, error) {
 	m, ok := b.kernels.unit[u]
 	if l := b.kernels.later[u]; !ok && l != nil {
 		<-l.done
-		delete(b.kernels.later, u)
-		if l.err != nil {
+		if l.err != nil { // kept, so that every lookup in the unit gives this error
 			return 0, l.err
 		}
+		delete(b.kernels.later, u)
 		if err = b.loadModule(b.kernels, u, l.bin); err != nil {
 			return 0, err
 		}

@@ -401,8 +401,8 @@ func mmv1Words(t quant.Type) int {
 	return 0
 }
 
-// mmv1Kernel is the name of mmv1's kernel (and unit) for variant (G, JC,
-// D) and device type t.
+// mmv1Kernel is the name of mmv1's kernel for variant (G, JC, D) and
+// device type t (its unit: mmv1UnitName).
 func mmv1Kernel(g, jc, d int, t string) string { return fmt.Sprintf("mmv1_%d_%d_%d_%s", g, jc, d, t) }
 
 // mmv1Variants are the (G, JC, D) of every mmv1 kernel mqLaunch can pick
