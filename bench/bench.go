@@ -105,7 +105,7 @@ func Run(m engine.Model, be backend.Backend, modelName string, o Options) ([]Res
 			// first, as llama-bench's warm-up run: what a step costs once (a
 			// CUDA backend capturing its graph) is not the decode's speed.
 			rewind := func() error {
-				if t, ok := m.(interface{ Truncate(n int) }); ok {
+				if t, ok := m.(engine.Truncater); ok {
 					t.Truncate(depth)
 					return nil
 				}

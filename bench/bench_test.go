@@ -108,3 +108,5 @@ func TestDecodeStartsAtDepth(t *testing.T) {
 }
 
 var _ engine.Pipelined = pipelined{} // else Run would take the plain path
+
+var _ engine.Truncater = truncating{} // else Run would refill the cache

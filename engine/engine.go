@@ -40,7 +40,7 @@ type Pipelined interface {
 	// answer comes from Wait. With tokens nil the pass is over one token,
 	// the answer of the previous pass (a StartArgmax), wherever it is.
 	StartArgmax(tokens []int32) (backend.Pending, error)
-	truncater
+	Truncater
 }
 
 // Drawing is a Pipelined model that can also draw sampled tokens where its

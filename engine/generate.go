@@ -142,14 +142,15 @@ func Generate(ctx context.Context, m Model, req Request, emit func(Token) error)
 	return res, err
 }
 
-// truncater is a model whose cache can be cut back to a prefix.
-type truncater interface {
+// Truncater is a model whose cache can be cut back to a prefix (Generate
+// reuses a common prefix; latent bench returns to its depth).
+type Truncater interface {
 	// Truncate keeps only the first n cached positions.
 	Truncate(n int)
 }
 
 // generate is Generate keeping the first cached positions of the model's
-// cache (m must be a truncater unless they are all it holds) and
+// cache (m must be a Truncater unless they are all it holds) and
 // prefilling only the rest of the prompt. It also returns the tokens that the cache holds
 // afterwards, position by position (meaningless after an error).
 func generate(ctx context.Context, m Model, req Request, cached int, emit func(Token) error) (*Result, []int32, error) {
@@ -182,7 +183,7 @@ func generate(ctx context.Context, m Model, req Request, cached int, emit func(T
 	next := make([]int32, 1)
 
 	start := time.Now()
-	if t, ok := m.(truncater); ok && cached > 0 {
+	if t, ok := m.(Truncater); ok && cached > 0 {
 		t.Truncate(cached)
 	} else if cached == 0 {
 		m.Reset()

@@ -51,7 +51,7 @@ func (s *Session) Reusable(prompt []int32) int {
 	if n == len(prompt) {
 		n--
 	}
-	if _, ok := s.m.(truncater); !ok && n < len(s.tokens) {
+	if _, ok := s.m.(Truncater); !ok && n < len(s.tokens) {
 		return 0
 	}
 	return max(n, 0)

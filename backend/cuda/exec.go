@@ -70,12 +70,12 @@ func units(fast []string, decode bool) []unit {
 	}
 	for _, t := range fast {
 		if vs := mmv1Variants(t); vs != nil {
-			for i := 0; i < len(vs); i += mmv1PerUnit {
-				ks := ""
-				for _, v := range vs[i:min(i+mmv1PerUnit, len(vs))] {
-					ks += fmt.Sprintf("K(%s, %d, %d, %d, _%s) ", t, v[0], v[1], v[2], t)
-				}
-				us = append(us, mmvqUnit(mmv1UnitName(i/mmv1PerUnit, t), false, t, ks))
+			ks := make([]string, (len(vs)+mmv1PerUnit-1)/mmv1PerUnit)
+			for i, v := range vs {
+				ks[i/mmv1PerUnit] += fmt.Sprintf("K(%s, %d, %d, %d, _%s) ", t, v[0], v[1], v[2], t)
+			}
+			for i, k := range ks {
+				us = append(us, mmvqUnit(mmv1UnitName(i, t), false, t, k))
 			}
 		} else {
 			us = append(us, mmvqUnit("mmvq1_"+t, false, t, "", "mmvq1"))
@@ -91,8 +91,20 @@ func units(fast []string, decode bool) []unit {
 // cut the work without making a unit the slowest (BENCHMARKS.md).
 const mmv1PerUnit = 2
 
-// mmv1UnitName names the i-th unit of type t's mmv1 variants.
+// mmv1UnitName names the i-th unit of type t's mmv1 variants: variant j of
+// mmv1Variants(t) is in unit j / mmv1PerUnit.
 func mmv1UnitName(i int, t string) string { return fmt.Sprintf("mmv1u%d_%s", i, t) }
+
+// mmv1UnitOf maps every mmv1 kernel name to its unit (for unitOf).
+var mmv1UnitOf = sync.OnceValue(func() map[string]string {
+	units := map[string]string{}
+	for _, t := range deviceTypes {
+		for j, v := range mmv1Variants(t) {
+			units[mmv1Kernel(v[0], v[1], v[2], t)] = mmv1UnitName(j/mmv1PerUnit, t)
+		}
+	}
+	return units
+})
 
 // mlaUnit is mla_decode's unit for MT row tiles of 16 heads.
 func mlaUnit(mt int) unit {
@@ -315,15 +327,9 @@ func unitOf(name string) string {
 		return name
 	case strings.HasPrefix(name, "gemv_"), strings.HasPrefix(name, "gemm_"), strings.HasPrefix(name, "embed_"):
 		return "matmul"
-	case strings.HasPrefix(name, "mmv1_"): // mmv1_G_JC_D_TYPE: the unit of its place in mmv1Variants
-		var g, jc, d int
-		if _, err := fmt.Sscanf(name, "mmv1_%d_%d_%d_", &g, &jc, &d); err == nil {
-			if i := strings.Index(name, "_T_"); i > 0 && name == mmv1Kernel(g, jc, d, name[i+1:]) {
-				t := name[i+1:]
-				if at := slices.Index(mmv1Variants(t), [3]int{g, jc, d}); at >= 0 {
-					return mmv1UnitName(at/mmv1PerUnit, t)
-				}
-			}
+	case strings.HasPrefix(name, "mmv1_"):
+		if u, ok := mmv1UnitOf()[name]; ok {
+			return u
 		}
 		return name
 	case name == "quant_act":
