@@ -517,10 +517,11 @@ const chunkSize = 256 << 20
 const maxCounters = 1 << 16
 
 // The counters' allocation: maxCounters words, then mla_decode's grid
-// barrier (arrivals, exits) at barrierOffset.
+// barrier (arrivals, exits) at barrierOffset and its heads' barriers
+// (arrivals, a word each).
 const (
 	barrierOffset = 4 * maxCounters
-	countersBytes = barrierOffset + 8
+	countersBytes = barrierOffset + 4*(2+mlaMaxHeads)
 )
 
 // scratch returns n bytes of pass scratch, 256-byte aligned.

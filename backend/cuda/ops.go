@@ -955,6 +955,9 @@ func (b *Backend) mlaKernel(t quant.Type) string {
 	return m.kernel[t]
 }
 
+// mlaMaxHeads bounds the heads mla_decode serves: two 16-row mma tiles.
+const mlaMaxHeads = 32
+
 // mlaStatic bounds mla_decode's static shared memory (kernels/attention.cu).
 const mlaStatic = 12 << 10
 
@@ -996,7 +999,7 @@ func (b *Backend) allocMLA() error {
 		return nil
 	}
 	H, types := b.decodeHeads()
-	if H == 0 || H > 32 {
+	if H == 0 || H > mlaMaxHeads {
 		return nil
 	}
 	// a block per SM, at most 256 (the merge gives each split a thread),
