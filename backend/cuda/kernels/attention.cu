@@ -55,32 +55,58 @@ extern "C" __global__ void kv_finish(cache_t* layer, float* kv, i64 ks, const in
 // merge_splits merges S splits' states (max, sum, Σ e·latent), state s's
 // value k read by at(s, k), into columns [j0, j1) of the latent: out(j, a)
 // takes each. The splits' factors go to shared memory first, so the sum
-// over splits is plain loads (8 in flight per thread) instead of a chain
-// of dependent ones. Every merge (attn_merge's from global memory,
-// attn_decode's from its cluster's shared memory) sums in this order.
+// over splits is plain loads instead of a chain of dependent ones. Every
+// merge (attn_merge's from global memory, attn_decode's from its cluster's
+// shared memory) sums in this order. A thread's first value of its first
+// NL splits, and each lane's (max, sum) pairs, are loaded at once before
+// the factors are reduced: one round trip where the factors' two passes
+// and then the values took three.
 #define MAX_SPLITS 64
 template <class At, class Out> __device__ __forceinline__ void merge_splits(int S, int j0, int j1, At at, Out out) {
     __shared__ float ws[MAX_SPLITS];
+    constexpr int NL = 8;
+    const int jf = j0 + threadIdx.x;  // the thread's first value
+    float v[NL];
+#pragma unroll
+    for (int s = 0; s < NL; s++) v[s] = jf < j1 && s < S ? at(s, 2 + jf) : 0.f;
     if (threadIdx.x < 32) {
         const int lane = threadIdx.x;
+        float ms[MAX_SPLITS / 32], ls[MAX_SPLITS / 32];  // splits lane, lane + 32, ...
+#pragma unroll
+        for (int k = 0; k < MAX_SPLITS / 32; k++) {
+            const int s = lane + 32 * k;
+            ms[k] = s < S ? at(s, 0) : -INFINITY;
+            ls[k] = s < S ? at(s, 1) : 0.f;
+        }
         float M = -INFINITY;
-        for (int s = lane; s < S; s += 32) M = fmaxf(M, at(s, 0));
+#pragma unroll
+        for (int k = 0; k < MAX_SPLITS / 32; k++) M = fmaxf(M, ms[k]);
         M = warp_max(M);
         float L = 0.f;
-        for (int s = lane; s < S; s += 32) {
-            const float ms = at(s, 0);
-            const float f = ms == -INFINITY ? 0.f : expf(ms - M);
-            ws[s] = f;
-            L += at(s, 1) * f;
+#pragma unroll
+        for (int k = 0; k < MAX_SPLITS / 32; k++) {
+            const int s = lane + 32 * k;
+            if (s < S) {
+                const float f = ms[k] == -INFINITY ? 0.f : expf(ms[k] - M);
+                ws[s] = f;
+                L += ls[k] * f;
+            }
         }
         L = warp_sum(L);
         for (int s = lane; s < S; s += 32) ws[s] /= L;
     }
     __syncthreads();
-    for (int j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
+    for (int j = jf; j < j1; j += blockDim.x) {
         float a = 0.f;
+        int s0 = 0;
+        if (j == jf) {
+#pragma unroll
+            for (int s = 0; s < NL; s++)
+                if (s < S) a += v[s] * ws[s];
+            s0 = NL;
+        }
 #pragma unroll 8
-        for (int s = 0; s < S; s++) a += at(s, 2 + j) * ws[s];
+        for (int s = s0; s < S; s++) a += at(s, 2 + j) * ws[s];
         out(j, a);
     }
 }
