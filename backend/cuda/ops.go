@@ -1235,6 +1235,15 @@ func (b *Backend) fuseAdd(d, s *tensor) bool {
 	return true
 }
 
+// router8 reports whether moe_router8 serves a router of E experts over K
+// values: a fused step on Hopper (clusters), E a multiple of 8 up to 64, K
+// up to 2048 (kernels/basic.cu). The unfused step keeps moe_router, which
+// sums every logit in the same order, so the fused-as-unfused tests check
+// the two give the same bits.
+func (b *Backend) router8(E, K int) bool {
+	return !b.NoFusion && b.info.Major >= 9 && b.d.cuLaunchKernelEx != 0 && E%8 == 0 && E <= 64 && K <= 2048
+}
+
 // MoE routes every token to its experts and sets dst to their weighted sum:
 // router product, one routing kernel (scores, top-k, weights), the picked
 // experts' gate/up in one launch, their down projections in another, and
@@ -1256,12 +1265,19 @@ func (b *Backend) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing)
 	if w.Bias != nil {
 		bias = wt(w.Bias).ptr
 	}
-	if router.typ == quant.F32 && K%4 == 0 && in.S == 1 && in.src%16 == 0 && T <= maxCounters {
-		// one launch: norm, router rows, scores, top-k, weights
+	oneLaunch := router.typ == quant.F32 && K%4 == 0 && in.S == 1 && in.src%16 == 0 // the norm, router rows, scores, top-k and weights
+	switch {
+	case oneLaunch && b.router8(E, K):
+		// one launch, a cluster of 8 blocks a token: the same work and sums
+		b.record("moe_router8", grid2(T, 8), [3]uint32{256, 1, 1}, int64(E*K+8*T*K)*4,
+			uint64(ids), uint64(wts), uint64(logits), uint64(in.src), uint64(in.rs), uint64(in.norm), f32bits(in.eps),
+			uint64(router.ptr), uint64(bias), uint64(K), uint64(E), uint64(used), uint64(b2i(r.Sigmoid)), uint64(b2i(r.Norm)), f32bits(r.Scale))
+		b.launches[len(b.launches)-1].clustered = true
+	case oneLaunch && T <= maxCounters:
 		b.record("moe_router", grid2(E, T), [3]uint32{256, 1, 1}, int64(E*K+T*K)*4,
 			uint64(ids), uint64(wts), uint64(logits), uint64(b.counters), uint64(in.src), uint64(in.rs), uint64(in.norm), f32bits(in.eps),
 			uint64(router.ptr), uint64(bias), uint64(K), uint64(E), uint64(used), uint64(b2i(r.Sigmoid)), uint64(b2i(r.Norm)), f32bits(r.Scale))
-	} else {
+	default:
 		b.product(router, in, output{N: E, y: logits, ys: int64(E), T: T, ny: 1, xRows: 1})
 		b.record("moe_route", grid1(T), [3]uint32{32, 1, 1}, int64(T*E)*4,
 			uint64(ids), uint64(wts), uint64(logits), uint64(bias), uint64(E), uint64(used), uint64(b2i(r.Sigmoid)), uint64(b2i(r.Norm)), f32bits(r.Scale))

@@ -484,18 +484,6 @@ __device__ __forceinline__ void share(int n, int S, int s, int& a, int& b) {
 __device__ __forceinline__ int share_owner(int n, int S, int i) { return min(S - 1, ((i + 1) * S - 1) / n); }
 
 #if __CUDA_ARCH__ >= 900
-// A thread block cluster's barrier (every thread of every block arrives;
-// wait returns once all have, the shared-memory writes each made before
-// arriving visible: not those after), and a peer block's copy of a shared
-// variable (distributed shared memory).
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
-template <class T> __device__ __forceinline__ T* cluster_peer(T* p, int rank) {
-    unsigned long long r;
-    asm("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(p), "r"(rank));
-    return (T*)r;
-}
-
 template <int TK, int TV>
 __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     __shared__ __align__(16) float qsh[CACHE_W];

@@ -253,6 +253,86 @@ extern "C" __global__ void __launch_bounds__(256) moe_router(int* ids, float* wt
     }
 }
 
+// moe_router8 is moe_router for at most 8·ROUTER8_E experts, E a multiple
+// of 8, rows of K ≤ 2048 (two 16-byte pieces a thread): token blockIdx.x's
+// experts go to a thread block cluster of 8, block c (its rank) taking E/8
+// of them, whose pieces each thread holds in registers, loaded before the
+// wait. The logits meet in block 0's shared memory through the cluster
+// (distributed shared memory), where moe_router's last block found them
+// after a fence, a global counter and a round trip to L2; block 0 then
+// routes. Each logit is summed as moe_router sums it (a thread's pieces in
+// order, then block_sum's tree), so the picks are the same bits.
+#define ROUTER8_E 8
+extern "C" __global__ void __launch_bounds__(256) moe_router8(int* ids, float* wts, float* logits, const float* h, i64 hs, const float* nw,
+                                                              float eps, const float* router, const float* bias, int K, int E, int used,
+                                                              int sigm, int norm, float wscale) {
+#if __CUDA_ARCH__ >= 900
+    __shared__ float red[32];
+    __shared__ float wsum[ROUTER8_E][32];  // [expert][warp]: block_sum's first stage
+    __shared__ float lg[ROUTER8_E];        // this block's logits
+    __shared__ float z[8 * ROUTER8_E];     // block 0: every expert's
+    __shared__ float p[8 * ROUTER8_E];
+    __shared__ int taken[16 * ROUTER8_E];  // picked flags, then selection scores (route_token)
+    const int t = blockIdx.x, c = blockIdx.y, epb = E / 8, n4 = K / 4;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    float4 rv[ROUTER8_E][2];
+#pragma unroll
+    for (int e = 0; e < ROUTER8_E; e++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            const int i = threadIdx.x + j * blockDim.x;
+            rv[e][j] = e < epb && i < n4 ? ((const float4*)(router + (i64)(c * epb + e) * K))[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    pdl_entry();
+    const float* x = h + t * hs;
+    float scale = 1.f;
+    if (nw) scale = 1.f / sqrtf(row_sumsq(x, K, red) / (float)K + eps);
+    float acc[ROUTER8_E];
+#pragma unroll
+    for (int e = 0; e < ROUTER8_E; e++) acc[e] = 0.f;
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int i = threadIdx.x + j * blockDim.x;
+        if (i < n4) {
+            float4 v = ((const float4*)x)[i];
+            if (nw) {
+                const float4 g = ((const float4*)nw)[i];
+                v.x = (v.x * scale) * g.x, v.y = (v.y * scale) * g.y, v.z = (v.z * scale) * g.z, v.w = (v.w * scale) * g.w;
+            }
+#pragma unroll
+            for (int e = 0; e < ROUTER8_E; e++) {
+                const float4 a = rv[e][j];
+                if (e < epb) acc[e] += a.x * v.x + a.y * v.y + a.z * v.z + a.w * v.w;
+            }
+        }
+    }
+    // block_sum for every expert at once: each warp's butterflies, then
+    // warp e adds expert e's warp sums
+#pragma unroll
+    for (int e = 0; e < ROUTER8_E; e++) {
+        const float s = warp_sum(acc[e]);
+        if (lane == 0) wsum[e][w] = s;
+    }
+    __syncthreads();
+    if (w < epb) {
+        const float s = warp_sum(lane < nwarps ? wsum[w][lane] : 0.f);
+        if (lane == 0) {
+            lg[w] = s;
+            logits[(i64)t * E + c * epb + w] = s;
+        }
+    }
+    cluster_arrive();
+    cluster_wait();
+    if (c == 0) {
+        for (int i = threadIdx.x; i < E; i += blockDim.x) z[i] = *cluster_peer(lg + i % epb, i / epb);
+        __syncthreads();
+    }
+    cluster_arrive();  // block 0 reads no peer's memory any more
+    if (c == 0 && threadIdx.x < 32) route_token(ids + t * used, wts + t * used, z, bias, E, used, sigm, norm, wscale, p, taken);
+    cluster_wait();
+#endif
+}
+
 // moe_combine: dst[t] = Σ_k wts[t][k] · out[t·used + k], summed in order.
 extern "C" __global__ void moe_combine(float* dst, i64 ds, const float* out, const float* wts, int used, int cols) {
     pdl_entry();

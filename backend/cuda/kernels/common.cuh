@@ -44,6 +44,20 @@ __device__ __forceinline__ void pdl_entry() {
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
+#if __CUDA_ARCH__ >= 900
+// A thread block cluster's barrier (every thread of every block arrives;
+// wait returns once all have, the shared-memory writes each made before
+// arriving visible: not those after), and a peer block's copy of a shared
+// variable (distributed shared memory).
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+template <class T> __device__ __forceinline__ T* cluster_peer(T* p, int rank) {
+    unsigned long long r;
+    asm("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(p), "r"(rank));
+    return (T*)r;
+}
+#endif
+
 __device__ __forceinline__ float h2f(u16 h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
