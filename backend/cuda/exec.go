@@ -41,10 +41,10 @@ var moduleHeaders = map[string][]string{"mmvq.cu": {"dot.cuh"}, "attention.cu": 
 // in parallel; mla_decode's (mlaUnit) compiles after them, and so does an
 // eight-token unit only the output's type needs (compile, batchTypes). A
 // cold start waits for the slowest unit, so the costly ones are split:
-// each type's mmvq1 and mmvq8 products and attn_decode are units of their
-// own, a type's mmv1 variants mmv1PerUnit to a unit. One-token Q4_0 and
-// Q8_0 products are always mmv1's (mqLaunch), so those types get no mmvq1
-// unit.
+// each type's mmvq1 and mmvq8 products, attn_decode and the MoE routing
+// are units of their own, a type's mmv1 variants mmv1PerUnit to a unit.
+// One-token Q4_0 and Q8_0 products are always mmv1's (mqLaunch), so those
+// types get no mmvq1 unit.
 func units(fast []string, decode bool) []unit {
 	// mmvqUnit holds quant_act (when qa), type t's kernels of the kinds
 	// named (mmvq1, mmvq8) and the mmv1 kernel mmv1 names (its UNIT_MMV1).
@@ -61,6 +61,7 @@ func units(fast []string, decode bool) []unit {
 	}
 	us := []unit{
 		{"basic", "basic.cu", ""},
+		{"router", "router.cu", ""},
 		{"matmul", "matmul.cu", ""},
 		{"attention", "attention.cu", ""},
 		mmvqUnit("quant_act", true, "", ""),
@@ -332,6 +333,8 @@ func unitOf(name string) string {
 			return u
 		}
 		return name
+	case strings.HasPrefix(name, "moe_route"): // moe_route, moe_router, moe_router8
+		return "router"
 	case name == "quant_act":
 		return "quant_act"
 	case strings.HasPrefix(name, "mla_decode") && len(name) > len("mla_decode"): // mla_decode1_T_Q4_0_T_Q4_0: MT 1

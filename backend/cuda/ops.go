@@ -1237,7 +1237,7 @@ func (b *Backend) fuseAdd(d, s *tensor) bool {
 
 // router8 reports whether moe_router8 serves a router of E experts over K
 // values: a fused step on Hopper (clusters), E a multiple of 8 up to 64, K
-// up to 2048 (kernels/basic.cu). The unfused step keeps moe_router, which
+// up to 2048 (kernels/router.cu). The unfused step keeps moe_router, which
 // sums every logit in the same order, so the fused-as-unfused tests check
 // the two give the same bits.
 func (b *Backend) router8(E, K int) bool {
