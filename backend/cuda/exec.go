@@ -31,6 +31,7 @@ type kernels struct {
 // defines and the unit's own, which pick the file's kernels it holds.
 type unit struct {
 	name, file, defs string
+	batchOf          string // the device type whose eight-token products it holds (an mmvq8 unit), or ""
 }
 
 // moduleHeaders are the headers a file needs besides common.cuh.
@@ -57,17 +58,17 @@ func units(fast []string, decode bool) []unit {
 			}
 			defs += fmt.Sprintf("#define UNIT_%s(X) %s\n", strings.ToUpper(k), list)
 		}
-		return unit{name, "mmvq.cu", defs}
+		return unit{name: name, file: "mmvq.cu", defs: defs}
 	}
 	us := []unit{
-		{"basic", "basic.cu", ""},
-		{"router", "router.cu", ""},
-		{"matmul", "matmul.cu", ""},
-		{"attention", "attention.cu", ""},
+		{name: "basic", file: "basic.cu"},
+		{name: "router", file: "router.cu"},
+		{name: "matmul", file: "matmul.cu"},
+		{name: "attention", file: "attention.cu"},
 		mmvqUnit("quant_act", true, "", ""),
 	}
 	if decode {
-		us = append(us, unit{"attn_decode", "attention.cu", "#define UNIT_DECODE 1\n"})
+		us = append(us, unit{name: "attn_decode", file: "attention.cu", defs: "#define UNIT_DECODE 1\n"})
 	}
 	for _, t := range fast {
 		if vs := mmv1Variants(t); vs != nil {
@@ -81,7 +82,9 @@ func units(fast []string, decode bool) []unit {
 		} else {
 			us = append(us, mmvqUnit("mmvq1_"+t, false, t, "", "mmvq1"))
 		}
-		us = append(us, mmvqUnit("mmvq8_"+t, false, t, "", "mmvq8"))
+		u := mmvqUnit("mmvq8_"+t, false, t, "", "mmvq8")
+		u.batchOf = t
+		us = append(us, u)
 	}
 	return us
 }
@@ -109,7 +112,7 @@ var mmv1UnitOf = sync.OnceValue(func() map[string]string {
 
 // mlaUnit is mla_decode's unit for MT row tiles of 16 heads.
 func mlaUnit(mt int) unit {
-	return unit{fmt.Sprintf("mla%d", mt), "attention.cu", fmt.Sprintf("#define UNIT_MLA %d\n", mt)}
+	return unit{name: fmt.Sprintf("mla%d", mt), file: "attention.cu", defs: fmt.Sprintf("#define UNIT_MLA %d\n", mt)}
 }
 
 // latentWidth is kv_lora: attn_k_b's middle dimension, or the cache row
@@ -181,7 +184,7 @@ func (b *Backend) compile() error {
 	var us, later []unit
 	batch := b.batchTypes()
 	for _, u := range units(fast, b.attnDecodes() && H > 0) {
-		if t, ok := strings.CutPrefix(u.name, "mmvq8_"); ok && !batch[t] {
+		if u.batchOf != "" && !batch[u.batchOf] {
 			later = append(later, u)
 		} else {
 			us = append(us, u)
