@@ -19,7 +19,7 @@ func TestEveryLaunchedKernelHasAUnit(t *testing.T) {
 	b := &Backend{mmv1Names: map[[4]int]string{}}
 	b.info.SMs = 132
 	fixed := []string{"add", "argmax", "attn_combine", "attn_partial", "cache_store", "kv_finish", "moe_combine", "moe_route",
-		"moe_router", "noop", "pick_draw", "pick_top", "prep", "quant_act", "rmsnorm", "rope", "swiglu"}
+		"moe_router", "moe_router8", "noop", "pick_draw", "pick_top", "prep", "quant_act", "rmsnorm", "rope", "swiglu"}
 	for _, typ := range slices.Sorted(maps.Keys(fastTypes)) {
 		names := []string{"gemv_" + deviceTypes[quant.F16], "gemm_" + deviceTypes[quant.F32], "embed_" + deviceTypes[typ]}
 		names = append(names, fixed...)

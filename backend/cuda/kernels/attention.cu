@@ -1061,6 +1061,7 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     if (threadIdx.x == 0) {
         __threadfence();
         if (atomicAdd(p.bar + 1, 1u) == (unsigned)G - 1) {
+            __threadfence();  // after every block's exit (the count's value), before the resets
             p.bar[0] = 0;
             p.bar[1] = 0;
             for (int i = 0; i < H; i++) p.bar[2 + i] = 0;
