@@ -88,11 +88,12 @@ func iota32(n int) []int32 {
 // gpuLooser are the golden files the GPU does not yet match within
 // golden.Tolerance (issue 5): its sums round a few 8-bit activations at ties
 // the other way from ggml's CPU order; measured on the H200: dsv2-q8_0
-// 0.0495, glm-nextn-q8_0 0.0647 (some builds 0.0699), glm-q4_k_m 0.108. Compared operation by operation with the CPU
-// backend (unfused, both fed the golden tokens), the first output off by
-// more than 1e-4 of its largest value is an attention's (dsv2-q8_0: layer
-// 1 of the prompt, 3e-4), where q_nope and the latent are rounded to 8 bits;
-// every operation before it agrees within that. No one operation is
+// 0.0495, glm-nextn-q8_0 0.0647 (some builds 0.0699), glm-q4_k_m 0.108.
+// Compared operation by operation with the CPU backend (unfused, both fed
+// the golden tokens), the first output off by more than 1e-4 of its
+// largest value is an attention's (dsv2-q8_0: layer 1 of the prompt,
+// 3e-4), where q_nope and the latent are rounded to 8 bits; every
+// operation before it agrees within that. No one operation is
 // to blame: summing only the norm's squares in the GPU's order, the CPU
 // backend moves tiny-youtu-q4_0 from 5e-6 to 0.0138 and tiny-glm-q4_0 to
 // 0.0266 (dsv2-q8_0 stays at 5e-6).

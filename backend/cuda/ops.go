@@ -697,7 +697,7 @@ func (b *Backend) layerBuffer(c *chunk, n int64, what string) uintptr {
 	}
 	n = max(n, 2*c.size)
 	old := c.ptr
-	*c = chunk{}
+	*c = chunk{} // regrow frees old even when it then runs out of memory
 	*c = chunk{ptr: b.regrow(old, n, what), size: n}
 	return c.ptr
 }
@@ -881,8 +881,12 @@ func (b *Backend) decodeOne(d, q *tensor, kb, vb *weight, k *kvCache, layer int,
 // memory, about 54 bytes per latent value and at most 48 KiB, a latent at
 // most attnDecodeMaxLatent wide.
 func (b *Backend) attnDecodes() bool {
-	return b.info.Major >= 9 && b.d.cuLaunchKernelEx != 0 && b.kvl <= attnDecodeMaxLatent
+	return b.clusters() && b.kvl <= attnDecodeMaxLatent
 }
+
+// clusters reports whether kernels can run as thread block clusters
+// (attn_decode, moe_router8): Hopper, and cuLaunchKernelEx to ask for them.
+func (b *Backend) clusters() bool { return b.info.Major >= 9 && b.d.cuLaunchKernelEx != 0 }
 
 const attnDecodeMaxLatent = 768
 
@@ -1241,7 +1245,7 @@ func (b *Backend) fuseAdd(d, s *tensor) bool {
 // sums every logit in the same order, so the fused-as-unfused tests check
 // the two give the same bits.
 func (b *Backend) router8(E, K int) bool {
-	return !b.NoFusion && b.info.Major >= 9 && b.d.cuLaunchKernelEx != 0 && E%8 == 0 && E <= 64 && K <= 2048
+	return !b.NoFusion && b.clusters() && E%8 == 0 && E <= 64 && K <= 2048
 }
 
 // MoE routes every token to its experts and sets dst to their weighted sum:

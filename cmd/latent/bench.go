@@ -29,9 +29,10 @@ func newBenchCmd() *cobra.Command {
 		Short: "Measure prefill and decode speed (tokens/s, kernels and weight bytes per token, GB/s) at cache depths",
 		Long: `Measure prefill and decode speed at each cache depth, as llama-bench's pp and tg
 tests do: the -p prompt is timed as one input after filling the cache to the
-depth (the model runs it in passes of at most 512 tokens), then the cache is cut back to the depth and, after one untimed step (a
-warm-up, as llama-bench's), -n tokens are decoded one at a time (greedy) from
-there, so decode at --depth 0 starts from an empty cache.`,
+depth (the model runs it in passes of at most 512 tokens), then the cache is
+cut back to the depth and, after one untimed step (a warm-up, as
+llama-bench's), -n tokens are decoded one at a time (greedy) from there, so
+decode at --depth 0 starts from an empty cache.`,
 		Args: oneArg("model"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error

@@ -699,10 +699,11 @@ __device__ __forceinline__ void grid_sync(unsigned* bar, unsigned k) { group_syn
 // f = ⌈h·G/H⌉, so that no block's part spans two heads.
 struct Share {
     int h, i0, i1;
+    int blocks;  // m, the head's blocks
 };
 __device__ __forceinline__ Share head_share(int b, int G, int H, int n) {
     const int h = b * H / G, f = (h * G + H - 1) / H, m = ((h + 1) * G + H - 1) / H - f;
-    Share r{h};
+    Share r{h, 0, 0, m};
     share(n, m, b - f, r.i0, r.i1);
     return r;
 }
@@ -1048,10 +1049,7 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     // phase 4 reads only its head's merged latent, which the head's own
     // blocks wrote: they meet at the head's count, not the whole grid's
     // (youtu at 4096 positions 635.1 -> 638.2 tok/s)
-    {
-        const int f = (h * G + H - 1) / H, m = ((h + 1) * G + H - 1) / H - f;  // head_share's blocks of h
-        group_sync(p.bar + 2 + h, m);
-    }
+    group_sync(p.bar + 2 + h, vsh.blocks);
 
     // 4. o = v_b·latent, this block's rows of its head (the latent read
     // after the barrier's acquire, which left no stale line in L1)

@@ -78,6 +78,20 @@ extern "C" __global__ void moe_route(int* ids, float* wts, const float* logits, 
     route_token(ids + t * used, wts + t * used, logits + (i64)t * E, bias, E, used, sigm, norm, wscale, p, taken);
 }
 
+// normed_piece is 16-byte piece i of the router's input: x normalised
+// (x·scale·nw, the norm's scale taken by the caller) where nw is set, else
+// x; piece_dot its dot with piece a of a router row. Both router kernels
+// sum every logit from these, so that they give the same bits.
+__device__ __forceinline__ float4 normed_piece(const float* x, const float* nw, float scale, int i) {
+    float4 v = ((const float4*)x)[i];
+    if (nw) {
+        const float4 g = ((const float4*)nw)[i];
+        v.x = (v.x * scale) * g.x, v.y = (v.y * scale) * g.y, v.z = (v.z * scale) * g.z, v.w = (v.w * scale) * g.w;
+    }
+    return v;
+}
+__device__ __forceinline__ float piece_dot(float4 a, float4 v) { return a.x * v.x + a.y * v.y + a.z * v.z + a.w * v.w; }
+
 // moe_router is the whole routing of token blockIdx.y in one launch: block
 // e takes expert e's float32 router row against rms(h) (the norm done
 // here), and the last block to finish routes. The row is loaded before the
@@ -105,16 +119,7 @@ extern "C" __global__ void __launch_bounds__(256) moe_router(int* ids, float* wt
     const float* x = h + t * hs;
     float scale = 1.f;
     if (nw) scale = 1.f / sqrtf(row_sumsq(x, K, red) / (float)K + eps);
-    const float4* x4 = (const float4*)x;
-    const float4* g4 = (const float4*)nw;
-    auto dot = [&](float4 a, int i) {
-        float4 v = x4[i];
-        if (nw) {
-            const float4 g = g4[i];
-            v.x = (v.x * scale) * g.x, v.y = (v.y * scale) * g.y, v.z = (v.z * scale) * g.z, v.w = (v.w * scale) * g.w;
-        }
-        return a.x * v.x + a.y * v.y + a.z * v.z + a.w * v.w;
-    };
+    auto dot = [&](float4 a, int i) { return piece_dot(a, normed_piece(x, nw, scale, i)); };
     float acc = 0.f;
 #pragma unroll
     for (int j = 0; j < ROUTER_RQ; j++) {
@@ -177,16 +182,10 @@ extern "C" __global__ void __launch_bounds__(256) moe_router8(int* ids, float* w
     for (int j = 0; j < 2; j++) {
         const int i = threadIdx.x + j * blockDim.x;
         if (i < n4) {
-            float4 v = ((const float4*)x)[i];
-            if (nw) {
-                const float4 g = ((const float4*)nw)[i];
-                v.x = (v.x * scale) * g.x, v.y = (v.y * scale) * g.y, v.z = (v.z * scale) * g.z, v.w = (v.w * scale) * g.w;
-            }
+            const float4 v = normed_piece(x, nw, scale, i);
 #pragma unroll
-            for (int e = 0; e < ROUTER8_E; e++) {
-                const float4 a = rv[e][j];
-                if (e < epb) acc[e] += a.x * v.x + a.y * v.y + a.z * v.z + a.w * v.w;
-            }
+            for (int e = 0; e < ROUTER8_E; e++)
+                if (e < epb) acc[e] += piece_dot(rv[e][j], v);
         }
     }
     // block_sum for every expert at once: each warp's butterflies, then
