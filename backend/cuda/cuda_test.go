@@ -339,11 +339,23 @@ func f32bytes(v []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&
 // Matrix products of every weight type at decode and prefill batch sizes
 // agree with the CPU backend (which rounds activations the same way).
 func TestMatMulAgainstCPU(t *testing.T) {
-	g := newGPU(t)
 	c := cpu.New(2)
 	defer c.Close()
-	r := rand.New(rand.NewPCG(3, 4))
-	const in, out, maxT = 512, 80, 70
+	// 512 values a row: two K-quant blocks, two lanes of a row busy; 2816:
+	// eleven, so that one-token kernels' lanes take a second block (mmvk1's
+	// eight block lanes) and some take none. A backend each: its kernels
+	// are compiled for the weights it holds.
+	for _, in := range []int{512, 2816} {
+		t.Run(fmt.Sprintf("K=%d", in), func(t *testing.T) {
+			matMulAgainstCPU(t, newGPU(t), c, in)
+		})
+	}
+}
+
+func matMulAgainstCPU(t *testing.T, g *cuda.Backend, c *cpu.CPU, in int) {
+	r := rand.New(rand.NewPCG(3, uint64(in)))
+	const out, maxT = 80, 70
+	n := uint64(in)
 	types := []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q8_0,
 		quant.Q4_K, quant.Q5_K, quant.Q6_K}
 	type pair struct{ gw, cw, sw backend.Weight } // sw: gw uploaded as stacked parts, one of them empty
@@ -358,20 +370,20 @@ func TestMatMulAgainstCPU(t *testing.T) {
 		if err := quant.Quantize(typ, vals, data); err != nil {
 			t.Fatal(err)
 		}
-		gw, err := g.Weight("w", typ, []uint64{in, out}, data)
+		gw, err := g.Weight("w", typ, []uint64{n, out}, data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cw, err := c.Weight("w", typ, []uint64{in, out}, data)
+		cw, err := c.Weight("w", typ, []uint64{n, out}, data)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rb := len(data) / out
-		sw, err := g.StackedWeight("w", typ, []uint64{in, out}, data[:16*rb], data[16*rb:48*rb], nil, data[48*rb:])
+		sw, err := g.StackedWeight("w", typ, []uint64{n, out}, data[:16*rb], data[16*rb:48*rb], nil, data[48*rb:])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := g.StackedWeight("w", typ, []uint64{in, out}, data[:rb+1], data[rb+1:]); err == nil || !strings.Contains(err.Error(), "not whole rows") {
+		if _, err := g.StackedWeight("w", typ, []uint64{n, out}, data[:rb+1], data[rb+1:]); err == nil || !strings.Contains(err.Error(), "not whole rows") {
 			t.Errorf("%s: parts split inside a row: err %v, want one naming the part", typ, err)
 		}
 		ws = append(ws, pair{gw, cw, sw})
@@ -380,9 +392,9 @@ func TestMatMulAgainstCPU(t *testing.T) {
 	for i := range xs {
 		xs[i] = float32(r.NormFloat64())
 	}
-	gx, _ := g.Weight("x", quant.F32, []uint64{in, maxT}, f32bytes(xs))
-	cx, _ := c.Weight("x", quant.F32, []uint64{in, maxT}, f32bytes(xs))
-	if _, err := g.Cache(1, 128, 576); err != nil {
+	gx, _ := g.Weight("x", quant.F32, []uint64{n, maxT}, f32bytes(xs))
+	cx, _ := c.Weight("x", quant.F32, []uint64{n, maxT}, f32bytes(xs))
+	if _, err := g.Cache(1, 128, 576); err != nil { // (the kernels compile here, for the weights uploaded)
 		t.Fatal(err)
 	}
 	run := func(be backend.Backend, w, x backend.Weight, T int) []float32 {

@@ -469,21 +469,26 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 		}
 		return name, grid3(gx, m.ny, 1), shmem
 	}
+	if m.T == 1 {
+		// mmvk1 (the K-quants' one-token kernel): two rows a warp, a
+		// persistent grid of mmvk1BlocksPerSM blocks an SM sharing the
+		// problems, each rounding its input once (when it rounds it)
+		gx := min(ceilDiv(int(m.N), 16), max(1, ceilDiv(mmvk1BlocksPerSM*b.info.SMs, m.ny)))
+		if m.xsrc != 0 { // each 256-value block: 272 bytes of quants (padded), its scale, its 16 sums
+			shmem = int(max(m.nsum, 1)) * int(m.K/256) * (272 + 4 + 64)
+		}
+		return "mmvq1_" + deviceTypes[m.typ], grid3(gx, m.ny, 1), shmem
+	}
 	rpw := 1
 	if m.typ != quant.Q4_0 && m.typ != quant.Q8_0 {
 		rpw = 4
 	}
-	nt, name := 1, "mmvq1_"
-	if m.T > 1 {
-		nt, name = 8, "mmvq8_"
-	}
-	gx := ceilDiv(int(m.N), 8*rpw)
-	if m.xsrc != 0 { // one rounding per block: keep the blocks few (about 4 per SM) and let each walk many rows
-		gx = max(1, min(gx, ceilDiv(4*b.info.SMs, m.ny)))
-		shmem = int(max(m.nsum, 1)) * int(m.K+4*(m.K/32)+4*(m.K/16))
-	}
-	return name + deviceTypes[m.typ], grid3(gx, m.ny, ceilDiv(int(m.T), nt)), shmem
+	return "mmvq8_" + deviceTypes[m.typ], grid3(ceilDiv(int(m.N), 8*rpw), m.ny, ceilDiv(int(m.T), 8)), 0
 }
+
+// mmvk1BlocksPerSM is how many mmvk1 blocks an SM holds at once (its
+// __launch_bounds__(256, 2) in kernels/mmvq.cu).
+const mmvk1BlocksPerSM = 2
 
 // mmv1Lanes is how many lanes mmv1 gives a row of nb blocks (lanes_log2
 // in kernels/dot.cuh): nb rounded up to a power of two, at most 32.

@@ -63,8 +63,10 @@ struct MQ {
 // [32c, 32c+32) (and c + blockDim.x after them): all its loads are issued
 // at once and the row is read once, so the whole rounding costs about one
 // memory round trip. Every thread of the block must call it; red holds 32
-// floats; L ≤ 64·blockDim.x.
-__device__ __forceinline__ void quant_row(const float* x, int L, const float* nw, float eps, int mode, i8* qr, float* dr, int* br, float* red) {
+// floats; L ≤ 64·blockDim.x. Mode 4 leaves pad bytes after each block's
+// quants (see mmvk1).
+__device__ __forceinline__ void quant_row(const float* x, int L, const float* nw, float eps, int mode, i8* qr, float* dr, int* br, float* red,
+                                          int pad = 0) {
     const int nc = L / 32;
     const bool vec = (((unsigned long long)x | (unsigned long long)(nw ? nw : x)) & 15) == 0;
     float v[2][32];
@@ -166,8 +168,9 @@ __device__ __forceinline__ void quant_row(const float* x, int L, const float* nw
                 qs[k] = w;
             }
             if (ok) {
-                ((int4*)(qr + 32 * c))[0] = make_int4(qs[0], qs[1], qs[2], qs[3]);
-                ((int4*)(qr + 32 * c))[1] = make_int4(qs[4], qs[5], qs[6], qs[7]);
+                i8* q = qr + 32 * c + pad * (c >> 3);
+                ((int4*)q)[0] = make_int4(qs[0], qs[1], qs[2], qs[3]);
+                ((int4*)q)[1] = make_int4(qs[4], qs[5], qs[6], qs[7]);
                 br[2 * c] = s0;
                 br[2 * c + 1] = s1;
                 if ((c & 7) == 0) dr[c >> 3] = amax != 0.f ? 1.f / iscale : 0.f;
@@ -189,9 +192,10 @@ extern "C" __global__ void quant_act(i8* q, float* d, int* bs, const float* src,
 }
 #endif
 
-// Per type: QB values per block, rows per warp, and the dot product of
-// weight block b of a row with one token's 8-bit block (a, its scale da,
-// its sums of 16 bs).
+// Per type: QB values per block, rows per warp, and the dot products of
+// weight block b of a row with tokens' 8-bit blocks (a, scales da, sums of
+// 16 bs): Q4_0 and Q8_0 a token at a time (dot), K-quants eight tokens at
+// once (dots) or, for one token, half a block a lane (Raw, load, value).
 template <int TY> struct QT;
 
 template <> struct QT<T_Q4_0> {
@@ -241,21 +245,17 @@ template <> struct QT<T_Q8_0> {
     }
 };
 
+// kscales8 unpacks a Q4_K or Q5_K block's eight 6-bit scales and mins from
+// its header word h (bytes 4..15), shifting the words in place (a byte
+// array would live in local memory).
 __device__ __forceinline__ void kscales8(const int4& h, int* sc, int* m) {
-    u32 s0 = (u32)h.y, s1 = (u32)h.z, s2 = (u32)h.w;  // the 12 scale bytes
-    u8 s[12];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        s[i] = (s0 >> (8 * i)) & 255;
-        s[4 + i] = (s1 >> (8 * i)) & 255;
-        s[8 + i] = (s2 >> (8 * i)) & 255;
-    }
+    const u32 s0 = (u32)h.y, s1 = (u32)h.z, s2 = (u32)h.w;  // the 12 scale bytes
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        sc[k] = s[k] & 63;
-        m[k] = s[4 + k] & 63;
-        sc[4 + k] = (s[8 + k] & 15) | ((s[k] >> 6) << 4);
-        m[4 + k] = (s[8 + k] >> 4) | ((s[4 + k] >> 6) << 4);
+        sc[k] = (int)((s0 >> (8 * k)) & 63);
+        m[k] = (int)((s1 >> (8 * k)) & 63);
+        sc[4 + k] = (int)(((s2 >> (8 * k)) & 15) | (((s0 >> (8 * k + 6)) & 3) << 4));
+        m[4 + k] = (int)(((s2 >> (8 * k + 4)) & 15) | (((s1 >> (8 * k + 6)) & 3) << 4));
     }
 }
 
@@ -281,8 +281,10 @@ __device__ __forceinline__ float kfinish(int hx, float da, int aux, const int* m
 // kchunk is chunk c (64 values: sub-blocks 2c and 2c+1) of a Q4_K or Q5_K
 // block's integer dot with the 8-bit input av: the low and high nibbles of
 // the 32 quant bytes q0, q1 (with Q5: their fifth bits, bits 2c and 2c+1
-// of qh) against the chunk's two input blocks, scaled by sc[2c], sc[2c+1].
-template <bool Q5> __device__ __forceinline__ int kchunk(const int4& q0, const int4& q1, const int* qh, int c, const int4* av, const int* sc) {
+// of qh) against the chunk's two input blocks, scaled by the sub-blocks'
+// scales sc0, sc1.
+template <bool Q5>
+__device__ __forceinline__ int kchunk(const int4& q0, const int4& q1, const int* qh, int c, const int4* av, int sc0, int sc1) {
     int q[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
     int4 l0 = av[4 * c], l1 = av[4 * c + 1], h0 = av[4 * c + 2], h1 = av[4 * c + 3];
     int al[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
@@ -298,14 +300,14 @@ template <bool Q5> __device__ __forceinline__ int kchunk(const int4& q0, const i
         lo = dp4a(vl, al[k], lo);
         hi = dp4a(vh, ah[k], hi);
     }
-    return sc[2 * c] * lo + sc[2 * c + 1] * hi;
+    return sc0 * lo + sc1 * hi;
 }
 
 // kdots is dots (see QT<T_Q6_K>) for a Q4_K (Q5 false) or Q5_K block blk
 // whose quant words start at word qw: each token's sums are kchunk's and
 // kfinish's, but the scales and each chunk's quants are decoded once for
-// all tokens. The eight-token kernels use it; the one-token ones keep dot
-// (see QT<T_Q6_K>::dots).
+// all tokens. The eight-token kernels use it; the one-token ones (mmvk1)
+// take a block in halves instead (Raw, value).
 template <bool Q5, int NT>
 __device__ __forceinline__ void kdots(const int4* blk, int qw, const i8* const* a, const float* da, const int* const* bs, int nt, float* acc) {
     const int4 h = blk[0];
@@ -356,18 +358,39 @@ __device__ __forceinline__ void kdots(const int4* blk, int qw, const i8* const* 
     }
 }
 
+// ld4 is a K-quant block's 16-byte load for mmvk1: through L1, unlike
+// mmv1's (ldw4), since a lane reads its half-block in several words of
+// the same sectors, which then hit (deepseek-v2-lite's Q6_K output product:
+// 59 µs against 80 with ldw4, `latent profile`).
+__device__ __forceinline__ int4 ld4(const u8* p) { return *(const int4*)p; }
+
 template <> struct QT<T_Q4_K> {
-    static constexpr int QB = 256, RPW = 4;
-    __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
-        const int4* blk = (const int4*)(row + 144 * b);
-        int4 h = blk[0];
-        int sc[8], m[8];
-        kscales8(h, sc, m);
-        const int4* av = (const int4*)a;
-        int aux = 0;
+    static constexpr int QB = 256, RPW = 4, BB = 144;  // BB: a block's bytes on the device
+    // Raw is one lane's half of a block (mmvk1): the header (d, dmin and
+    // the 12 scale bytes) and the quants of chunks 2·half and 2·half + 1.
+    struct Raw {
+        int4 h, q[4];
+    };
+    __device__ static Raw load(const u8* row, int b, int half) {
+        const u8* blk = row + 144 * b;
+        Raw r;
+        r.h = ld4(blk);
 #pragma unroll
-        for (int c = 0; c < 4; c++) aux += kchunk<false>(blk[1 + 2 * c], blk[2 + 2 * c], nullptr, c, av, sc);
-        return kfinish(h.x, da, aux, m, bs);
+        for (int j = 0; j < 4; j++) r.q[j] = ld4(blk + 16 * (1 + 4 * half + j));
+        return r;
+    }
+    // value is the block's dot product with the input's 8-bit block a: this
+    // lane's chunks' integer sums, the partner lane's (lane ^ 1, the other
+    // half) added exactly, then kfinish. Every lane of the warp calls it.
+    __device__ static float value(const Raw& r, int half, const i8* a, float da, const int* bs) {
+        int sc[8], m[8];
+        kscales8(r.h, sc, m);
+        const int4* av = (const int4*)a;
+        // the half's four scales picked by value, not by a runtime index (which would put sc in local memory)
+        int aux = kchunk<false>(r.q[0], r.q[1], nullptr, 2 * half, av, half ? sc[4] : sc[0], half ? sc[5] : sc[1]) +
+                  kchunk<false>(r.q[2], r.q[3], nullptr, 2 * half + 1, av, half ? sc[6] : sc[2], half ? sc[7] : sc[3]);
+        aux += __shfl_xor_sync(0xffffffffu, aux, 1);
+        return kfinish(r.h.x, da, aux, m, bs);
     }
     template <int NT>
     __device__ static void dots(const u8* row, int b, const i8* const* a, const float* da, const int* const* bs, int nt, float* acc) {
@@ -376,19 +399,31 @@ template <> struct QT<T_Q4_K> {
 };
 
 template <> struct QT<T_Q5_K> {
-    static constexpr int QB = 256, RPW = 4;
-    __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
-        const int4* blk = (const int4*)(row + 176 * b);
-        int4 h = blk[0];
-        int sc[8], m[8];
-        kscales8(h, sc, m);
-        int4 qh0 = blk[1], qh1 = blk[2];
-        int qh[8] = {qh0.x, qh0.y, qh0.z, qh0.w, qh1.x, qh1.y, qh1.z, qh1.w};
-        const int4* av = (const int4*)a;
-        int aux = 0;
+    static constexpr int QB = 256, RPW = 4, BB = 176;
+    // Raw is one lane's half of a block (mmvk1): the header, the fifth bits
+    // of all 256 values, and the quants of chunks 2·half and 2·half + 1.
+    struct Raw {
+        int4 h, qh[2], q[4];
+    };
+    __device__ static Raw load(const u8* row, int b, int half) {
+        const u8* blk = row + 176 * b;
+        Raw r;
+        r.h = ld4(blk);
+        r.qh[0] = ld4(blk + 16), r.qh[1] = ld4(blk + 32);
 #pragma unroll
-        for (int c = 0; c < 4; c++) aux += kchunk<true>(blk[3 + 2 * c], blk[4 + 2 * c], qh, c, av, sc);
-        return kfinish(h.x, da, aux, m, bs);
+        for (int j = 0; j < 4; j++) r.q[j] = ld4(blk + 16 * (3 + 4 * half + j));
+        return r;
+    }
+    // value: as QT<T_Q4_K>::value, with the fifth bits.
+    __device__ static float value(const Raw& r, int half, const i8* a, float da, const int* bs) {
+        int sc[8], m[8];
+        kscales8(r.h, sc, m);
+        const int qh[8] = {r.qh[0].x, r.qh[0].y, r.qh[0].z, r.qh[0].w, r.qh[1].x, r.qh[1].y, r.qh[1].z, r.qh[1].w};
+        const int4* av = (const int4*)a;
+        int aux = kchunk<true>(r.q[0], r.q[1], qh, 2 * half, av, half ? sc[4] : sc[0], half ? sc[5] : sc[1]) +
+                  kchunk<true>(r.q[2], r.q[3], qh, 2 * half + 1, av, half ? sc[6] : sc[2], half ? sc[7] : sc[3]);
+        aux += __shfl_xor_sync(0xffffffffu, aux, 1);
+        return kfinish(r.h.x, da, aux, m, bs);
     }
     template <int NT>
     __device__ static void dots(const u8* row, int b, const i8* const* a, const float* da, const int* const* bs, int nt, float* acc) {
@@ -438,33 +473,53 @@ __device__ __forceinline__ int q6sub(const int* q, int sw0, int sw1, int s, cons
 }
 
 template <> struct QT<T_Q6_K> {
-    static constexpr int QB = 256, RPW = 4;
-    __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
+    static constexpr int QB = 256, RPW = 4, BB = Q6K_SLOT;
+    // Raw is one lane's half h of a block (mmvk1): its 128 values' low
+    // bits (ql) and high bits (qh), its 8 scales and the block's d.
+    struct Raw {
+        int4 ql[4], qh[2];
+        int sc0, sc1;
+        u32 d;
+    };
+    __device__ static Raw load(const u8* row, int b, int half) {
         const u8* blk = row + Q6K_SLOT * b;
-        const int4 sc4 = *(const int4*)(blk + 192);
-        const int* ai = (const int*)a;
+        Raw r;
+#pragma unroll
+        for (int j = 0; j < 4; j++) r.ql[j] = ld4(blk + 64 * half + 16 * j);
+        r.qh[0] = ld4(blk + 128 + 32 * half), r.qh[1] = ld4(blk + 144 + 32 * half);
+        const int2 sc = *(const int2*)(blk + 192 + 8 * half);
+        r.sc0 = sc.x, r.sc1 = sc.y;
+        r.d = *(const u16*)(blk + 208);
+        return r;
+    }
+    // value: the half's integer sum (q6sub over its four sub-blocks), the
+    // partner lane's half added exactly, times d·da. Every lane of the warp
+    // calls it.
+    __device__ static float value(const Raw& r, int half, const i8* a, float da, const int* bs) {
+        int ql[16], qh[8];
+#pragma unroll
+        for (int j = 0; j < 4; j++) ql[4 * j] = r.ql[j].x, ql[4 * j + 1] = r.ql[j].y, ql[4 * j + 2] = r.ql[j].z, ql[4 * j + 3] = r.ql[j].w;
+#pragma unroll
+        for (int j = 0; j < 2; j++) qh[4 * j] = r.qh[j].x, qh[4 * j + 1] = r.qh[j].y, qh[4 * j + 2] = r.qh[j].z, qh[4 * j + 3] = r.qh[j].w;
+        const int* ai = (const int*)a + 32 * half;
         int aux = 0;
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            int ql[16], qh[8], sw0, sw1;
-            q6half(blk, h, sc4, ql, qh, sw0, sw1);
-#pragma unroll
-            for (int s = 0; s < 4; s++) {
-                int q[8];
-                q6quants(ql, qh, s, q);
-                aux += q6sub(q, sw0, sw1, s, ai + 32 * h + 8 * s, bs, 8 * h + 2 * s);
-            }
+        for (int s = 0; s < 4; s++) {
+            int q[8];
+            q6quants(ql, qh, s, q);
+            aux += q6sub(q, r.sc0, r.sc1, s, ai + 8 * s, bs, 8 * half + 2 * s);
         }
-        const float d = h2f(*(const u16*)(blk + 208)) * da;
+        aux += __shfl_xor_sync(0xffffffffu, aux, 1);
+        const float d = h2f((u16)r.d) * da;
         return d * (float)aux;
     }
     // dots adds block b's dot products with nt ≤ NT tokens' 8-bit blocks
-    // (a[t], scales da[t], sums of 16 bs[t]) into acc, each token's as dot
-    // computes it: each half's quants are loaded once for all tokens, and
-    // the halves are a loop, which keeps the eight-token kernel small enough
-    // for NVRTC to compile in about a second. The one-token kernels keep
-    // dot: with dots, glm-4.7-flash Q4_K_M (Q6_K down projections) decoded
-    // 7% slower.
+    // (a[t], scales da[t], sums of 16 bs[t]) into acc, each token's as value
+    // sums it: each half's quants are loaded once for all tokens, and the
+    // halves are a loop, which keeps the eight-token kernel small enough for
+    // NVRTC to compile in about a second. (The one-token kernels did not use
+    // dots: with it, glm-4.7-flash Q4_K_M, whose down projections are Q6_K,
+    // decoded 7% slower.)
     template <int NT>
     __device__ static void dots(const u8* row, int b, const i8* const* a, const float* da, const int* const* bs, int nt, float* acc) {
         const u8* blk = row + Q6K_SLOT * b;
@@ -497,33 +552,17 @@ template <> struct QT<T_Q6_K> {
     }
 };
 
-// mmvq: each warp computes RPW rows (32/RPW lanes per row, each lane whole
-// quant blocks), for NT tokens from blockIdx.z·NT; problems on blockIdx.y.
+// mmvq: eight tokens from blockIdx.z·8 (the batch's products; one token
+// takes mmv1 or mmvk1). Each warp computes RPW rows (32/RPW lanes per row,
+// each lane whole quant blocks); problems on blockIdx.y.
 template <int TY, int NT> __device__ __forceinline__ void mmvq_impl(const MQ& p) {
+    static_assert(NT > 1, "one token: mmv1 or mmvk1");
     constexpr int QB = QT<TY>::QB, RPW = QT<TY>::RPW, LPR = 32 / RPW;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int sub = lane / LPR, l = lane % LPR;
     const int py = blockIdx.y, t0 = blockIdx.z * NT;
     const int nb = (int)(p.K / QB);
     const int nk = p.nsum ? (int)p.nsum : 1;  // products summed by this warp
-    // one token: round this block's input rows into shared memory once; the
-    // block then walks its rows (a persistent grid: few blocks, many rows)
-    extern __shared__ __align__(16) u8 smem[];
-    __shared__ float red[32];
-    const bool local = NT == 1 && p.xsrc != nullptr;
-    const int K = (int)p.K;
-    i8* sq = (i8*)smem;
-    float* sd = (float*)(smem + nk * K);
-    int* sbs = (int*)(smem + nk * K + 4 * nk * (K / 32));
-    if (local) {
-        for (int k = 0; k < nk; k++) {
-            const int pk = p.nsum ? py * nk + k : py;
-            const i64 R = (pk / p.xDiv) * p.xY;
-            quant_row(p.xsrc + (R / p.xS) * p.xrs + (R % p.xS) * p.xseg, K, p.nw, p.eps, p.mode, sq + k * K,
-                      sd + k * (K / QB), sbs + k * (K / 16), red);
-        }
-        __syncthreads();
-    }
     const i64 rpb = (i64)(blockDim.x >> 5) * RPW;
     for (i64 base = (i64)blockIdx.x * rpb; base < p.N; base += (i64)gridDim.x * rpb) {
         const i64 o = base + warp * RPW + sub;
@@ -541,16 +580,16 @@ template <int TY, int NT> __device__ __forceinline__ void mmvq_impl(const MQ& p)
             float acc[NT], acc2[NT];
 #pragma unroll
             for (int t = 0; t < NT; t++) acc[t] = acc2[t] = 0.f;
-            // dots: eight tokens of K-quants. K-quant lanes take their few
-            // big blocks (one or two at these models' widths) one at a time:
-            // unrolled by 4, mmvq1_T_Q6_K took 6.9 s instead of 2.2 to
-            // compile (NVRTC 12.4, 2-core VM), and glm-4.7-flash Q4_K_M
-            // decoded 136.8 tok/s instead of 145.3 (a78e623 against fcfd8a9,
-            // one call)
-            constexpr bool DOTS = QB == 256 && NT > 1;
+            // dots: K-quants, each block decoded once for all tokens. Their
+            // lanes take their few big blocks (one or two at these models'
+            // widths) one at a time: unrolled by 4, the one-token kernel of
+            // Q6_K took 6.9 s instead of 2.2 to compile (NVRTC 12.4, 2-core
+            // VM), and glm-4.7-flash Q4_K_M decoded 136.8 tok/s instead of
+            // 145.3 (a78e623 against fcfd8a9, one call)
+            constexpr bool DOTS = QB == 256;
 #pragma unroll (QB == 256 ? 1 : 4)
             for (int b = l; b < nb; b += LPR) {
-                if constexpr (DOTS) {  // each block decoded once for all tokens; never local (NT > 1)
+                if constexpr (DOTS) {
                     const int nt = (int)min((i64)NT, p.T - t0);
                     const i8* a[NT];
                     float da[NT];
@@ -567,13 +606,12 @@ template <int TY, int NT> __device__ __forceinline__ void mmvq_impl(const MQ& p)
                 } else {
 #pragma unroll
                     for (int t = 0; t < NT; t++) {
-                        if (NT > 1 && t0 + t >= p.T) break;
+                        if (t0 + t >= p.T) break;
                         const i64 R = R0 + (i64)(t0 + t) * p.xrows;
-                        const i8* a = local ? sq + k * K + b * QB : p.xq + R * p.K + (i64)b * QB;
-                        const float da = local ? sd[k * (K / QB) + b] : p.xd[R * nb + b];
-                        const int* bs = QB == 256 ? (local ? sbs + k * (K / 16) + b * 16 : p.xb + R * (p.K / 16) + b * 16) : nullptr;
-                        acc[t] += QT<TY>::dot(row, b, nb, a, da, bs);
-                        if (row2) acc2[t] += QT<TY>::dot(row2, b, nb, a, da, bs);
+                        const i8* a = p.xq + R * p.K + (i64)b * QB;
+                        const float da = p.xd[R * nb + b];
+                        acc[t] += QT<TY>::dot(row, b, nb, a, da, nullptr);
+                        if (row2) acc2[t] += QT<TY>::dot(row2, b, nb, a, da, nullptr);
                     }
                 }
             }
@@ -601,11 +639,149 @@ template <int TY, int NT> __device__ __forceinline__ void mmvq_impl(const MQ& p)
     }
 }
 
+// ---- One token, K-quant weights: mmvk1 ----
+//
+// mmvq's one-token kernel walked its rows a load at a time, after rounding
+// its input, in 181 registers (Q6_K: one block an SM), and its lanes read
+// eight blocks' inputs 256 bytes apart in shared memory (every lane in the
+// same banks): deepseek-v2-lite's Q6_K output product (172 MB) streamed at
+// 1.6 TB/s. mmvk1 is mmv1's walk for K-quants:
+//   - a block of 256 values takes two lanes, each loading its half (at
+//     most seven 16-byte words) and summing its half's integer products;
+//     the halves' sums meet by a shuffle, exactly, so a row's blocks and
+//     lanes sum in mmvq's order (lane l of 8: blocks l, l + 8, ..., then a
+//     butterfly over the 8): the same bits as before, fused or not;
+//   - the rounded input's blocks are padded in shared memory (QST), so
+//     that the lanes' reads spread over the banks;
+//   - the next half-block is loaded while the current one is summed (gate
+//     and up, whose two would not fit: fetched into L2), and the first is
+//     fetched into L2 before the wait for the kernel before (PDL) and the
+//     input's rounding (into registers it would not fit beside the
+//     rounding's);
+//   - a persistent grid of two blocks an SM (128 registers a thread).
+// Two rows a warp: lane = 16·row + 2·l + half. DUAL: gate and up (p.w2).
+template <int TY, bool DUAL> __device__ __forceinline__ void mmvk1_impl(const MQ& p) {
+    using Q = QT<TY>;
+    static_assert(Q::QB == 256, "K-quants");
+    using Raw = typename Q::Raw;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int sub = lane >> 4, l = (lane >> 1) & 7, half = lane & 1;
+    const int K = (int)p.K, nb = K / 256, nbl = (nb + 7) >> 3;  // a lane's blocks a row
+    const int py = blockIdx.y, nk = p.nsum ? (int)p.nsum : 1;
+    const i64 ngroups = (p.N + 1) >> 1, gstep = (i64)gridDim.x * nwarps;
+    const bool local = p.xsrc != nullptr;
+    auto pkOf = [&](int k) { return p.nsum ? py * nk + k : py; };
+    // the half-blocks of step (grp, k, i): block l + 8i (the last block
+    // where there is none: read, summed, not added) of row 2·grp + sub
+    auto rowOff = [&](i64 grp, int k) {
+        const int pk = pkOf(k);
+        const i64 o = min(grp * 2 + sub, p.N - 1);
+        return ((p.ids ? (i64)p.ids[pk] : (i64)pk) * p.wY + o) * p.rowBytes;
+    };
+    auto blockOf = [&](int i) { return min(l + 8 * i, nb - 1); };
+    auto load = [&](Raw* r, i64 grp, int k, int i) {
+        const i64 off = rowOff(grp, k);
+        r[0] = Q::load(p.w + off, blockOf(i), half);
+        if (DUAL) r[1] = Q::load(p.w2 + off, blockOf(i), half);
+    };
+    // into L2: the block's 32-byte sectors, shared by its two lanes
+    auto fetch = [&](i64 grp, int k, int i) {
+        const i64 off = rowOff(grp, k) + (i64)Q::BB * blockOf(i);
+        for (int o = 32 * half; o < Q::BB; o += 64) {
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p.w + off + o));
+            if (DUAL) asm volatile("prefetch.global.L2 [%0];" ::"l"(p.w2 + off + o));
+        }
+    };
+
+    const bool early = !p.ids || p.idsEarly;  // as mmv1: ids written before the kernel before are complete
+    if (!early) pdl_entry();
+    i64 grp = (i64)blockIdx.x * nwarps + warp;
+    int k = 0, i = 0;
+    if (grp < ngroups) fetch(grp, 0, 0);
+    if (early) pdl_entry();
+
+    // one token's input rows, rounded to Q8_K blocks in shared memory when
+    // this kernel rounds them (else quant_act did): each block's 256 quants
+    // padded to QST bytes, so that the 16 lanes of a row, reading the same
+    // piece of 8 blocks' two halves, hit distinct banks (a 256-byte stride
+    // puts them all in the same ones: a 16-way conflict)
+    constexpr int QST = 256 + 16;
+    extern __shared__ __align__(16) u8 smem[];
+    __shared__ float red[32];
+    i8* sq = (i8*)smem;
+    float* sd = (float*)(smem + nk * nb * QST);
+    int* sbs = (int*)(sd + nk * nb);
+    if (local) {
+        for (int kk = 0; kk < nk; kk++) {
+            const i64 R = (pkOf(kk) / p.xDiv) * p.xY;
+            quant_row(p.xsrc + (R / p.xS) * p.xrs + (R % p.xS) * p.xseg, K, p.nw, p.eps, p.mode, sq + kk * nb * QST, sd + kk * nb,
+                      sbs + kk * (K / 16), red, QST - 256);
+        }
+        __syncthreads();
+    }
+
+    Raw cur[DUAL ? 2 : 1];
+    if (!DUAL && grp < ngroups) load(cur, grp, 0, 0);
+    float acc[2] = {0.f, 0.f}, total = 0.f;
+    while (grp < ngroups) {
+        i64 ngrp = grp;
+        int nk2 = k, ni = i + 1;
+        if (ni == nbl) {
+            ni = 0;
+            if (++nk2 == nk) nk2 = 0, ngrp += gstep;
+        }
+        Raw nxt[DUAL ? 2 : 1];
+        if (DUAL) {
+            load(cur, grp, k, i);
+            if (ngrp < ngroups) fetch(ngrp, nk2, ni);
+        } else if (ngrp < ngroups) {
+            load(nxt, ngrp, nk2, ni);
+        }
+        if (i == 0) acc[0] = acc[1] = 0.f;
+        const int b = l + 8 * i, bc = min(b, nb - 1);
+        const i64 R = (pkOf(k) / p.xDiv) * p.xY;
+        const i8* a = local ? sq + (k * nb + bc) * QST : p.xq + R * K + (i64)bc * 256;
+        const float da = local ? sd[k * nb + bc] : p.xd[R * nb + bc];
+        const int* bs = local ? sbs + k * (K / 16) + bc * 16 : p.xb + R * (K / 16) + bc * 16;
+        const float v0 = Q::value(cur[0], half, a, da, bs);
+        if (b < nb) acc[0] += v0;
+        if (DUAL) {
+            const float v1 = Q::value(cur[1], half, a, da, bs);
+            if (b < nb) acc[1] += v1;
+        }
+        if (i == nbl - 1) {
+#pragma unroll
+            for (int off = 8; off > 1; off >>= 1) {
+                acc[0] += __shfl_xor_sync(0xffffffffu, acc[0], off);
+                if (DUAL) acc[1] += __shfl_xor_sync(0xffffffffu, acc[1], off);
+            }
+            float v = acc[0];
+            if (DUAL) v = v / (1.f + expf(-v)) * acc[1];
+            total = p.nsum ? total + p.wts[pkOf(k)] * v : v;
+            if (k == nk - 1) {
+                const i64 o = grp * 2 + sub;
+                if ((lane & 15) == 0 && o < p.N) {
+                    float* d = p.y + py * p.yY + o;
+                    *d = p.acc ? *d + total : total;
+                }
+                total = 0.f;
+            }
+        }
+        if (!DUAL) cur[0] = nxt[0];
+        grp = ngrp, k = nk2, i = ni;
+    }
+}
+
 // The unit being compiled (exec.go's units) says which of this file's
 // kernels it holds: UNIT_QUANT_ACT whether quant_act, UNIT_MMVQ1 and
 // UNIT_MMVQ8 the types whose mmvq1 and mmvq8 kernels, UNIT_MMV1 its mmv1
 // variant (below).
-#define MMVQ1(TY) extern "C" __global__ void __launch_bounds__(256) mmvq1_##TY(MQ p) { pdl_entry(); mmvq_impl<TY, 1>(p); }
+#define MMVQ1(TY) extern "C" __global__ void __launch_bounds__(256, 2) mmvq1_##TY(MQ p) { \
+        if (p.w2)                                                                   \
+            mmvk1_impl<TY, true>(p);                                                \
+        else                                                                        \
+            mmvk1_impl<TY, false>(p);                                               \
+    }
 #define MMVQ8(TY) extern "C" __global__ void __launch_bounds__(256) mmvq8_##TY(MQ p) { pdl_entry(); mmvq_impl<TY, 8>(p); }
 UNIT_MMVQ1(MMVQ1)
 UNIT_MMVQ8(MMVQ8)
