@@ -341,9 +341,9 @@ func f32bytes(v []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&
 func TestMatMulAgainstCPU(t *testing.T) {
 	c := cpu.New(2)
 	defer c.Close()
-	// 512 values a row: two K-quant blocks, two lanes of a row busy; 2816:
-	// eleven, so that one-token kernels' lanes take a second block (mmvk1's
-	// eight block lanes) and some take none. A backend each: its kernels
+	// 512 values a row: two K-quant blocks (two of mmvk1's eight block
+	// lanes busy); 2816: eleven, so that its lanes take a second block and
+	// some take none. A backend each: its kernels
 	// are compiled for the weights it holds.
 	for _, in := range []int{512, 2816} {
 		t.Run(fmt.Sprintf("K=%d", in), func(t *testing.T) {

@@ -703,8 +703,9 @@ template <int TY, bool DUAL> __device__ __forceinline__ void mmvk1_impl(const MQ
     // one token's input rows, rounded to Q8_K blocks in shared memory when
     // this kernel rounds them (else quant_act did): each block's 256 quants
     // padded to QST bytes, so that the 16 lanes of a row, reading the same
-    // piece of 8 blocks' two halves, hit distinct banks (a 256-byte stride
-    // puts them all in the same ones: a 16-way conflict)
+    // piece of 8 blocks' two halves, spread over the banks (a 256-byte
+    // stride put them all in the same ones; the two halves of a block, 128
+    // bytes apart, still share theirs)
     constexpr int QST = 256 + 16;
     extern __shared__ __align__(16) u8 smem[];
     __shared__ float red[32];
