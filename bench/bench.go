@@ -104,20 +104,13 @@ func Run(m engine.Model, be backend.Backend, modelName string, o Options) ([]Res
 			// an empty one), not from behind the prompt. One untimed step
 			// first, as llama-bench's warm-up run: what a step costs once (a
 			// CUDA backend capturing its graph) is not the decode's speed.
-			rewind := func() error {
-				if t, ok := m.(engine.Truncater); ok {
-					t.Truncate(depth)
-					return nil
-				}
-				return fill(m, depth)
-			}
-			if err := rewind(); err != nil {
+			if err := rewind(m, depth); err != nil {
 				return nil, err
 			}
 			if err := decode(m, next, 1); err != nil {
 				return nil, err
 			}
-			if err := rewind(); err != nil {
+			if err := rewind(m, depth); err != nil {
 				return nil, err
 			}
 
@@ -157,6 +150,16 @@ func fill(m engine.Model, depth int) error {
 		done += n
 	}
 	return nil
+}
+
+// rewind cuts m's cache back to its first depth tokens (filling it again
+// where m cannot cut).
+func rewind(m engine.Model, depth int) error {
+	if t, ok := m.(engine.Truncater); ok {
+		t.Truncate(depth)
+		return nil
+	}
+	return fill(m, depth)
 }
 
 // decode runs n greedy decode steps from first.

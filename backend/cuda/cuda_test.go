@@ -341,21 +341,35 @@ func f32bytes(v []float32) []byte { return unsafe.Slice((*byte)(unsafe.Pointer(&
 func TestMatMulAgainstCPU(t *testing.T) {
 	c := cpu.New(2)
 	defer c.Close()
+	g := newGPU(t)
 	// 512 values a row: two K-quant blocks (two of mmvk1's eight block
 	// lanes busy); 2816: eleven, so that its lanes take a second block and
-	// some take none. A backend each: its kernels
-	// are compiled for the weights it holds.
-	for _, in := range []int{512, 2816} {
-		t.Run(fmt.Sprintf("K=%d", in), func(t *testing.T) {
-			matMulAgainstCPU(t, newGPU(t), c, in)
-		})
+	// some take none; an odd number of rows (mmvk1's two a warp); 8193 rows,
+	// more than mmvk1's persistent grid takes in one pass (its warps walk on
+	// to further rows with the next ones' loads in flight).
+	cases := []struct {
+		in, out int
+		Ts      []int
+	}{{512, 81, []int{1, 3, 70}}, {2816, 81, []int{1, 3, 70}}, {2816, 8193, []int{1}}}
+	checks := make([]func(*testing.T), len(cases))
+	for i, cs := range cases {
+		checks[i] = matMulAgainstCPU(t, g, c, cs.in, cs.out, cs.Ts)
+	}
+	if _, err := g.Cache(1, 128, 576); err != nil { // (the kernels compile here, for the weights uploaded)
+		t.Fatal(err)
+	}
+	for i, cs := range cases {
+		t.Run(fmt.Sprintf("K=%d,N=%d", cs.in, cs.out), checks[i])
 	}
 }
 
-func matMulAgainstCPU(t *testing.T, g *cuda.Backend, c *cpu.CPU, in int) {
-	r := rand.New(rand.NewPCG(3, uint64(in)))
-	const out, maxT = 80, 70
-	n := uint64(in)
+// matMulAgainstCPU uploads random weights of every type (out rows of in
+// values) and an input of max(Ts) tokens to g and c, and returns the test
+// of their products at each batch size of Ts, to run once g has compiled.
+func matMulAgainstCPU(t *testing.T, g *cuda.Backend, c *cpu.CPU, in, out int, Ts []int) func(*testing.T) {
+	r := rand.New(rand.NewPCG(3, uint64(in*out)))
+	maxT := slices.Max(Ts)
+	n, o := uint64(in), uint64(out)
 	types := []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q8_0,
 		quant.Q4_K, quant.Q5_K, quant.Q6_K}
 	type pair struct{ gw, cw, sw backend.Weight } // sw: gw uploaded as stacked parts, one of them empty
@@ -370,20 +384,20 @@ func matMulAgainstCPU(t *testing.T, g *cuda.Backend, c *cpu.CPU, in int) {
 		if err := quant.Quantize(typ, vals, data); err != nil {
 			t.Fatal(err)
 		}
-		gw, err := g.Weight("w", typ, []uint64{n, out}, data)
+		gw, err := g.Weight("w", typ, []uint64{n, o}, data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cw, err := c.Weight("w", typ, []uint64{n, out}, data)
+		cw, err := c.Weight("w", typ, []uint64{n, o}, data)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rb := len(data) / out
-		sw, err := g.StackedWeight("w", typ, []uint64{n, out}, data[:16*rb], data[16*rb:48*rb], nil, data[48*rb:])
+		sw, err := g.StackedWeight("w", typ, []uint64{n, o}, data[:16*rb], data[16*rb:48*rb], nil, data[48*rb:])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := g.StackedWeight("w", typ, []uint64{n, out}, data[:rb+1], data[rb+1:]); err == nil || !strings.Contains(err.Error(), "not whole rows") {
+		if _, err := g.StackedWeight("w", typ, []uint64{n, o}, data[:rb+1], data[rb+1:]); err == nil || !strings.Contains(err.Error(), "not whole rows") {
 			t.Errorf("%s: parts split inside a row: err %v, want one naming the part", typ, err)
 		}
 		ws = append(ws, pair{gw, cw, sw})
@@ -392,11 +406,8 @@ func matMulAgainstCPU(t *testing.T, g *cuda.Backend, c *cpu.CPU, in int) {
 	for i := range xs {
 		xs[i] = float32(r.NormFloat64())
 	}
-	gx, _ := g.Weight("x", quant.F32, []uint64{n, maxT}, f32bytes(xs))
-	cx, _ := c.Weight("x", quant.F32, []uint64{n, maxT}, f32bytes(xs))
-	if _, err := g.Cache(1, 128, 576); err != nil { // (the kernels compile here, for the weights uploaded)
-		t.Fatal(err)
-	}
+	gx, _ := g.Weight("x", quant.F32, []uint64{n, uint64(maxT)}, f32bytes(xs))
+	cx, _ := c.Weight("x", quant.F32, []uint64{n, uint64(maxT)}, f32bytes(xs))
 	run := func(be backend.Backend, w, x backend.Weight, T int) []float32 {
 		toks := iota32(T)
 		be.Begin(toks, toks)
@@ -409,16 +420,18 @@ func matMulAgainstCPU(t *testing.T, g *cuda.Backend, c *cpu.CPU, in int) {
 		be.Read(dst, res)
 		return res
 	}
-	for i, typ := range types {
-		for _, T := range []int{1, 3, maxT} {
-			got, want := run(g, ws[i].gw, gx, T), run(c, ws[i].cw, cx, T)
-			if d := maxAbsDiff(run(g, ws[i].sw, gx, T), got); d != 0 {
-				t.Errorf("%s T=%d: stacked parts and one piece differ by %g", typ, T, d)
-			}
-			for j := range want {
-				if d := math.Abs(float64(got[j] - want[j])); d > 1e-4*(1+math.Abs(float64(want[j]))) || math.IsNaN(float64(got[j])) {
-					t.Errorf("%s T=%d: [%d] = %g, cpu %g", typ, T, j, got[j], want[j])
-					break
+	return func(t *testing.T) {
+		for i, typ := range types {
+			for _, T := range Ts {
+				got, want := run(g, ws[i].gw, gx, T), run(c, ws[i].cw, cx, T)
+				if d := maxAbsDiff(run(g, ws[i].sw, gx, T), got); d != 0 {
+					t.Errorf("%s T=%d: stacked parts and one piece differ by %g", typ, T, d)
+				}
+				for j := range want {
+					if d := math.Abs(float64(got[j] - want[j])); d > 1e-4*(1+math.Abs(float64(want[j]))) || math.IsNaN(float64(got[j])) {
+						t.Errorf("%s T=%d: [%d] = %g, cpu %g", typ, T, j, got[j], want[j])
+						break
+					}
 				}
 			}
 		}

@@ -473,9 +473,9 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 		// mmvk1 (the K-quants' one-token kernel): two rows a warp, a
 		// persistent grid of mmvk1BlocksPerSM blocks an SM sharing the
 		// problems, each rounding its input once (when it rounds it)
-		gx := min(ceilDiv(int(m.N), 16), max(1, ceilDiv(mmvk1BlocksPerSM*b.info.SMs, m.ny)))
-		if m.xsrc != 0 { // each 256-value block: 272 bytes of quants (padded), its scale, its 16 sums
-			shmem = int(max(m.nsum, 1)) * int(m.K/256) * (272 + 4 + 64)
+		gx := min(ceilDiv(int(m.N), 16), ceilDiv(mmvk1BlocksPerSM*b.info.SMs, m.ny))
+		if m.xsrc != 0 { // each 256-value block: its quants (padded), its scale, its 16 sums
+			shmem = int(max(m.nsum, 1)) * int(m.K/256) * (mmvk1QuantStride + 4 + 64)
 		}
 		return "mmvq1_" + deviceTypes[m.typ], grid3(gx, m.ny, 1), shmem
 	}
@@ -489,6 +489,11 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 // mmvk1BlocksPerSM is how many mmvk1 blocks an SM holds at once (its
 // __launch_bounds__(256, 2) in kernels/mmvq.cu).
 const mmvk1BlocksPerSM = 2
+
+// mmvk1QuantStride is the bytes of a 256-value block of mmvk1's rounded
+// input in shared memory (MMVK1_QST): padded by 16, so that its lanes'
+// reads of eight blocks spread over the banks.
+const mmvk1QuantStride = 256 + 16
 
 // mmv1Lanes is how many lanes mmv1 gives a row of nb blocks (lanes_log2
 // in kernels/dot.cuh): nb rounded up to a power of two, at most 32.
@@ -695,15 +700,16 @@ func (b *Backend) splits(H, T int) int {
 // least doubles the buffer; the old one is freed once the stream has run
 // what was queued (only passes before this one used it: every layer of a
 // pass asks for the same size, so the first asks before any launch of this
-// pass holds it).
+// pass holds it). The n bytes are noted as written, so that nothing read
+// from the layer before's use (a rounding of its merged latents) is reused.
 func (b *Backend) layerBuffer(c *chunk, n int64, what string) uintptr {
-	if c.size >= n {
-		return c.ptr
+	if c.size < n {
+		size := max(n, 2*c.size)
+		old := c.ptr
+		*c = chunk{} // regrow frees old even when it then runs out of memory
+		*c = chunk{ptr: b.regrow(old, size, what), size: size}
 	}
-	n = max(n, 2*c.size)
-	old := c.ptr
-	*c = chunk{} // regrow frees old even when it then runs out of memory
-	*c = chunk{ptr: b.regrow(old, n, what), size: n}
+	b.writesSpan(span{c.ptr, c.ptr + uintptr(n)})
 	return c.ptr
 }
 
@@ -754,34 +760,30 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 	if store != nil { // not consumed: kv_finish runs where it was recorded
 		b.launches[store.launch].skip = false
 	}
-	// query [T][H][W]: q_lat = k_b[h]·q_nope[h], then q_pe. query and olat
-	// are the same buffers in every layer (layerBuffer): each write is
-	// noted, so that no rounding of the layer before's is reused.
-	query := &tensor{ptr: b.layerBuffer(&b.query, int64(T*H*W)*4, "attention's queries"), rows: T, cols: H * W, stride: H * W}
-	b.writes(query)
+	// query [T][H][W]: q_lat = k_b[h]·q_nope[h], then q_pe
+	query := b.layerBuffer(&b.query, int64(T*H*W)*4, "attention's queries")
 	qin := input{src: qq.ptr, rs: int64(qq.stride), rows: T, S: H, L: nope, segStride: int64(nope + rope), srcSpan: spanOf(qq)}
-	b.product(kbw, qin, output{N: kvl, y: query.ptr, ys: int64(H * W), yY: int64(W), T: T, wY: int64(kvl), ny: H,
+	b.product(kbw, qin, output{N: kvl, y: query, ys: int64(H * W), yY: int64(W), T: T, wY: int64(kvl), ny: H,
 		xRows: int64(H), xY: 1, xDiv: 1})
 	S := b.splits(H, T)
 	part := b.layerBuffer(&b.states, int64(T*H*S*(kvl+2))*4, "attention's split states")
-	olat := &tensor{ptr: b.layerBuffer(&b.olat, int64(T*H*kvl)*4, "attention's latents"), rows: T, cols: H * kvl, stride: H * kvl}
-	b.writes(olat)
+	olat := b.layerBuffer(&b.olat, int64(T*H*kvl)*4, "attention's latents")
 	// the last split of each head to finish merges them, where counters allow
 	fused := T*H <= maxCounters && !b.NoFusion
 	var merged uintptr
 	if fused {
-		merged = olat.ptr
+		merged = olat
 	}
 	b.record("attn_partial", grid2(T*H, S), [3]uint32{32 * attWarps, 1, 1}, int64(T*H)*int64(b.maxPos+1)*int64(W)*k.esize,
-		uint64(part), uint64(query.ptr), uint64(qq.ptr), uint64(qq.stride), uint64(nope), uint64(freqs),
+		uint64(part), uint64(query), uint64(qq.ptr), uint64(qq.stride), uint64(nope), uint64(freqs),
 		uint64(k.layer(layer)), uint64(b.posDev()), uint64(H), uint64(S), f32bits(scale), uint64(merged), uint64(b.counters))
 	if !fused {
 		b.record("attn_combine", grid1(T*H), [3]uint32{256, 1, 1}, int64(T*H*(S+1)*(kvl+2))*4,
-			uint64(olat.ptr), uint64(part), uint64(S))
+			uint64(olat), uint64(part), uint64(S))
 	}
 	// o[h] = v_b[h]·o_lat[h]; each head's latent is its own row of the rounded input
 	b.writes(d)
-	oin := input{src: olat.ptr, rs: int64(H * kvl), rows: T, S: H, L: kvl, segStride: int64(kvl), srcSpan: spanOf(olat)}
+	oin := input{src: olat, rs: int64(H * kvl), rows: T, S: H, L: kvl, segStride: int64(kvl), srcSpan: span{olat, olat + uintptr(4*T*H*kvl)}}
 	b.product(vbw, oin, output{N: vdim, y: d.ptr, ys: int64(d.stride), yY: int64(vdim), T: T, wY: int64(vdim), ny: H,
 		xRows: int64(H), xY: 1, xDiv: 1})
 }
@@ -1267,7 +1269,6 @@ func (b *Backend) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing)
 		panic(fmt.Sprintf("cuda: moe: h %d×%d, dst %d×%d, router %v, gate %v, down %v, %d used", x.rows, x.cols, d.rows, d.cols, router.dims, gate.dims, down.dims, used))
 	}
 	in := b.inputOf(x)
-	logits := b.scratch(int64(T*E) * 4)
 	ids := b.scratch(int64(T*used) * 4)
 	wts := b.scratch(int64(T*used) * 4)
 	var bias uintptr
@@ -1279,14 +1280,16 @@ func (b *Backend) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing)
 	case oneLaunch && b.router8(E, K):
 		// one launch, a cluster of 8 blocks a token: the same work and sums
 		b.record("moe_router8", grid2(T, 8), [3]uint32{256, 1, 1}, int64(E*K+8*T*K)*4,
-			uint64(ids), uint64(wts), uint64(logits), uint64(in.src), uint64(in.rs), uint64(in.norm), f32bits(in.eps),
+			uint64(ids), uint64(wts), uint64(in.src), uint64(in.rs), uint64(in.norm), f32bits(in.eps),
 			uint64(router.ptr), uint64(bias), uint64(K), uint64(E), uint64(used), uint64(b2i(r.Sigmoid)), uint64(b2i(r.Norm)), f32bits(r.Scale))
 		b.launches[len(b.launches)-1].clustered = true
 	case oneLaunch && T <= maxCounters:
+		logits := b.scratch(int64(T*E) * 4)
 		b.record("moe_router", grid2(E, T), [3]uint32{256, 1, 1}, int64(E*K+T*K)*4,
 			uint64(ids), uint64(wts), uint64(logits), uint64(b.counters), uint64(in.src), uint64(in.rs), uint64(in.norm), f32bits(in.eps),
 			uint64(router.ptr), uint64(bias), uint64(K), uint64(E), uint64(used), uint64(b2i(r.Sigmoid)), uint64(b2i(r.Norm)), f32bits(r.Scale))
 	default:
+		logits := b.scratch(int64(T*E) * 4)
 		b.product(router, in, output{N: E, y: logits, ys: int64(E), T: T, ny: 1, xRows: 1})
 		b.record("moe_route", grid1(T), [3]uint32{32, 1, 1}, int64(T*E)*4,
 			uint64(ids), uint64(wts), uint64(logits), uint64(bias), uint64(E), uint64(used), uint64(b2i(r.Sigmoid)), uint64(b2i(r.Norm)), f32bits(r.Scale))

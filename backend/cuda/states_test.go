@@ -8,8 +8,8 @@ import (
 
 // Prefill attention's queries, split states and merged latents are buffers
 // that every layer reuses and a larger pass replaces (freeing the old one
-// once the stream has run): passes of 3, 40 and 200 tokens, each larger than the buffer before, give
-// what one pass of the 243 tokens gives.
+// once the stream has run): passes of 3, 40 and 200 tokens, each larger
+// than the buffer before, give what one pass of the 243 tokens gives.
 func TestPassesOfGrowingSize(t *testing.T) {
 	needGPU(t)
 	t.Setenv("LATENT_CACHE_TYPE", "f16")

@@ -200,7 +200,7 @@ template <int TY> struct QT;
 
 template <> struct QT<T_Q4_0> {
     static constexpr int QB = 32, RPW = 1;
-    __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
+    __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da) {
         int4 q = *(const int4*)(row + 16 * b);
         float dw = h2f(((const u16*)(row + 16 * nb))[b]);
         int4 a0 = ((const int4*)a)[0], a1 = ((const int4*)a)[1];
@@ -228,7 +228,7 @@ template <> struct QT<T_Q4_0> {
 
 template <> struct QT<T_Q8_0> {
     static constexpr int QB = 32, RPW = 1;
-    __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da, const int* bs) {
+    __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da) {
         int4 q0 = *(const int4*)(row + 32 * b), q1 = *(const int4*)(row + 32 * b + 16);
         float dw = h2f(((const u16*)(row + 32 * nb))[b]);
         int4 a0 = ((const int4*)a)[0], a1 = ((const int4*)a)[1];
@@ -364,6 +364,23 @@ __device__ __forceinline__ void kdots(const int4* blk, int qw, const i8* const* 
 // 59 µs against 80 with ldw4, `latent profile`).
 __device__ __forceinline__ int4 ld4(const u8* p) { return *(const int4*)p; }
 
+// kvalue is a Q4_K (Q5 false) or Q5_K block's dot product with the input's
+// 8-bit block a, from one lane's half (mmvk1): header h, the fifth bits qh
+// (Q5), the quants q of chunks 2·half and 2·half + 1. The lane's integer
+// sums, the partner lane's (lane ^ 1, the other half) added exactly, then
+// kfinish. Every lane of the warp calls it.
+template <bool Q5>
+__device__ __forceinline__ float kvalue(const int4& h, const int* qh, const int4* q, int half, const i8* a, float da, const int* bs) {
+    int sc[8], m[8];
+    kscales8(h, sc, m);
+    const int4* av = (const int4*)a;
+    // the half's four scales picked by value, not by a runtime index (which would put sc in local memory)
+    int aux = kchunk<Q5>(q[0], q[1], qh, 2 * half, av, half ? sc[4] : sc[0], half ? sc[5] : sc[1]) +
+              kchunk<Q5>(q[2], q[3], qh, 2 * half + 1, av, half ? sc[6] : sc[2], half ? sc[7] : sc[3]);
+    aux += __shfl_xor_sync(0xffffffffu, aux, 1);
+    return kfinish(h.x, da, aux, m, bs);
+}
+
 template <> struct QT<T_Q4_K> {
     static constexpr int QB = 256, RPW = 4, BB = 144;  // BB: a block's bytes on the device
     // Raw is one lane's half of a block (mmvk1): the header (d, dmin and
@@ -379,18 +396,8 @@ template <> struct QT<T_Q4_K> {
         for (int j = 0; j < 4; j++) r.q[j] = ld4(blk + 16 * (1 + 4 * half + j));
         return r;
     }
-    // value is the block's dot product with the input's 8-bit block a: this
-    // lane's chunks' integer sums, the partner lane's (lane ^ 1, the other
-    // half) added exactly, then kfinish. Every lane of the warp calls it.
     __device__ static float value(const Raw& r, int half, const i8* a, float da, const int* bs) {
-        int sc[8], m[8];
-        kscales8(r.h, sc, m);
-        const int4* av = (const int4*)a;
-        // the half's four scales picked by value, not by a runtime index (which would put sc in local memory)
-        int aux = kchunk<false>(r.q[0], r.q[1], nullptr, 2 * half, av, half ? sc[4] : sc[0], half ? sc[5] : sc[1]) +
-                  kchunk<false>(r.q[2], r.q[3], nullptr, 2 * half + 1, av, half ? sc[6] : sc[2], half ? sc[7] : sc[3]);
-        aux += __shfl_xor_sync(0xffffffffu, aux, 1);
-        return kfinish(r.h.x, da, aux, m, bs);
+        return kvalue<false>(r.h, nullptr, r.q, half, a, da, bs);
     }
     template <int NT>
     __device__ static void dots(const u8* row, int b, const i8* const* a, const float* da, const int* const* bs, int nt, float* acc) {
@@ -414,16 +421,9 @@ template <> struct QT<T_Q5_K> {
         for (int j = 0; j < 4; j++) r.q[j] = ld4(blk + 16 * (3 + 4 * half + j));
         return r;
     }
-    // value: as QT<T_Q4_K>::value, with the fifth bits.
     __device__ static float value(const Raw& r, int half, const i8* a, float da, const int* bs) {
-        int sc[8], m[8];
-        kscales8(r.h, sc, m);
         const int qh[8] = {r.qh[0].x, r.qh[0].y, r.qh[0].z, r.qh[0].w, r.qh[1].x, r.qh[1].y, r.qh[1].z, r.qh[1].w};
-        const int4* av = (const int4*)a;
-        int aux = kchunk<true>(r.q[0], r.q[1], qh, 2 * half, av, half ? sc[4] : sc[0], half ? sc[5] : sc[1]) +
-                  kchunk<true>(r.q[2], r.q[3], qh, 2 * half + 1, av, half ? sc[6] : sc[2], half ? sc[7] : sc[3]);
-        aux += __shfl_xor_sync(0xffffffffu, aux, 1);
-        return kfinish(r.h.x, da, aux, m, bs);
+        return kvalue<true>(r.h, qh, r.q, half, a, da, bs);
     }
     template <int NT>
     __device__ static void dots(const u8* row, int b, const i8* const* a, const float* da, const int* const* bs, int nt, float* acc) {
@@ -580,12 +580,9 @@ template <int TY, int NT> __device__ __forceinline__ void mmvq_impl(const MQ& p)
             float acc[NT], acc2[NT];
 #pragma unroll
             for (int t = 0; t < NT; t++) acc[t] = acc2[t] = 0.f;
-            // dots: K-quants, each block decoded once for all tokens. Their
-            // lanes take their few big blocks (one or two at these models'
-            // widths) one at a time: unrolled by 4, the one-token kernel of
-            // Q6_K took 6.9 s instead of 2.2 to compile (NVRTC 12.4, 2-core
-            // VM), and glm-4.7-flash Q4_K_M decoded 136.8 tok/s instead of
-            // 145.3 (a78e623 against fcfd8a9, one call)
+            // dots: K-quants, each block decoded once for all tokens, a
+            // lane's few big blocks one at a time (unrolled, the K-quant
+            // kernels took about three times as long to compile)
             constexpr bool DOTS = QB == 256;
 #pragma unroll (QB == 256 ? 1 : 4)
             for (int b = l; b < nb; b += LPR) {
@@ -610,8 +607,8 @@ template <int TY, int NT> __device__ __forceinline__ void mmvq_impl(const MQ& p)
                         const i64 R = R0 + (i64)(t0 + t) * p.xrows;
                         const i8* a = p.xq + R * p.K + (i64)b * QB;
                         const float da = p.xd[R * nb + b];
-                        acc[t] += QT<TY>::dot(row, b, nb, a, da, nullptr);
-                        if (row2) acc2[t] += QT<TY>::dot(row2, b, nb, a, da, nullptr);
+                        acc[t] += QT<TY>::dot(row, b, nb, a, da);
+                        if (row2) acc2[t] += QT<TY>::dot(row2, b, nb, a, da);
                     }
                 }
             }
@@ -706,7 +703,7 @@ template <int TY, bool DUAL> __device__ __forceinline__ void mmvk1_impl(const MQ
     // piece of 8 blocks' two halves, spread over the banks (a 256-byte
     // stride put them all in the same ones; the two halves of a block, 128
     // bytes apart, still share theirs)
-    constexpr int QST = 256 + 16;
+    constexpr int QST = MMVK1_QST;  // (mqLaunch sizes the shared memory by it)
     extern __shared__ __align__(16) u8 smem[];
     __shared__ float red[32];
     i8* sq = (i8*)smem;
@@ -731,8 +728,8 @@ template <int TY, bool DUAL> __device__ __forceinline__ void mmvk1_impl(const MQ
             ni = 0;
             if (++nk2 == nk) nk2 = 0, ngrp += gstep;
         }
-        Raw nxt[DUAL ? 2 : 1];
-        if (DUAL) {
+        Raw nxt[1];
+        if constexpr (DUAL) {
             load(cur, grp, k, i);
             if (ngrp < ngroups) fetch(ngrp, nk2, ni);
         } else if (ngrp < ngroups) {
@@ -768,7 +765,7 @@ template <int TY, bool DUAL> __device__ __forceinline__ void mmvk1_impl(const MQ
                 total = 0.f;
             }
         }
-        if (!DUAL) cur[0] = nxt[0];
+        if constexpr (!DUAL) cur[0] = nxt[0];
         grp = ngrp, k = nk2, i = ni;
     }
 }
@@ -777,6 +774,8 @@ template <int TY, bool DUAL> __device__ __forceinline__ void mmvk1_impl(const MQ
 // kernels it holds: UNIT_QUANT_ACT whether quant_act, UNIT_MMVQ1 and
 // UNIT_MMVQ8 the types whose mmvq1 and mmvq8 kernels, UNIT_MMV1 its mmv1
 // variant (below).
+// mmvq1_<type> runs mmvk1 (K-quants only: UNIT_MMVQ1 lists the types mmv1
+// does not serve).
 #define MMVQ1(TY) extern "C" __global__ void __launch_bounds__(256, 2) mmvq1_##TY(MQ p) { \
         if (p.w2)                                                                   \
             mmvk1_impl<TY, true>(p);                                                \

@@ -151,7 +151,7 @@ extern "C" __global__ void __launch_bounds__(256) moe_router(int* ids, float* wt
 // routes. Each logit is summed as moe_router sums it (a thread's pieces in
 // order, then block_sum's tree), so the picks are the same bits.
 #define ROUTER8_E 8
-extern "C" __global__ void __launch_bounds__(256) moe_router8(int* ids, float* wts, float* logits, const float* h, i64 hs, const float* nw,
+extern "C" __global__ void __launch_bounds__(256) moe_router8(int* ids, float* wts, const float* h, i64 hs, const float* nw,
                                                               float eps, const float* router, const float* bias, int K, int E, int used,
                                                               int sigm, int norm, float wscale) {
 #if __CUDA_ARCH__ >= 900
@@ -198,10 +198,7 @@ extern "C" __global__ void __launch_bounds__(256) moe_router8(int* ids, float* w
     __syncthreads();
     if (w < epb) {
         const float s = warp_sum(lane < nwarps ? wsum[w][lane] : 0.f);
-        if (lane == 0) {
-            lg[w] = s;
-            logits[(i64)t * E + c * epb + w] = s;
-        }
+        if (lane == 0) lg[w] = s;
     }
     cluster_arrive();
     cluster_wait();
