@@ -977,9 +977,10 @@ const mlaStatic = 12 << 10
 // padding of its shared rows in elements (MLA_PAD: a row stride of 16 or 80
 // bytes mod 128, so ldmatrix meets no bank conflicts).
 const (
-	attWarps = 8
-	mlaTile  = 32
-	mlaPad   = 8
+	attWarps   = 8
+	mlaTile    = 32
+	mlaPad     = 8
+	mlaQCopies = 4 // MLA_QREP: copies of mla_decode's queries, phase 2's blocks reading one each
 )
 
 // decodeHeads is the most heads of a layer whose k_b and v_b the one-token
@@ -1033,7 +1034,7 @@ func (b *Backend) allocMLA() error {
 	for t := range types { // whether a block fits an SM is asked at the kernel's first launch (mlaKernel)
 		kernel[t] = fmt.Sprintf("mla_decode%d_%s_%s", mt, deviceTypes[t], deviceTypes[t])
 	}
-	sizes := []int64{int64(2 * mr * width * 2), int64(G * mr * b.kvl * 4), int64(G * mr * 2 * 4), int64(H * b.kvl * 4)}
+	sizes := []int64{int64(mlaQCopies * 2 * mr * width * 2), int64(G * mr * b.kvl * 4), int64(G * mr * 2 * 4), int64(H * b.kvl * 4)}
 	var total int64
 	for i, n := range sizes {
 		sizes[i] = (n + 255) &^ 255 // each buffer from a 256-byte boundary

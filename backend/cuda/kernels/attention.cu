@@ -675,7 +675,7 @@ struct MD {
     i64 kbRow;
     const u8* vb;          // v_b: rows h·vdim + i of KV_LORA values
     i64 vbRow, vdim;
-    u16* qh;               // [2][16·MT][CACHE_W] f16 queries hi, lo (rows past H unused)
+    u16* qh;               // [MLA_QREP][2][16·MT][CACHE_W] f16 queries hi, lo, in copies (rows past H unused)
     float* part;           // [G][16·MT][KV_LORA] the splits' unnormalised latents
     float* ml;             // [G][16·MT][2] the splits' (max, sum)
     float* olat;           // [H][KV_LORA] merged latents
@@ -833,12 +833,19 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
         cp_async_commit();
     }
 
-    // 1. the queries: q_lat rows, q_pe, the own cache row
-    const i64 QLO = (i64)MR * CACHE_W;  // the lo halves' offset in qh
+    // 1. the queries: q_lat rows, q_pe, the own cache row. Each value
+    // goes to every copy of qh: phase 2's blocks read copy b % MLA_QREP, so
+    // that the 132 blocks' reads of the same 37-46 KB do not all wait on
+    // the same L2 lines.
+    const i64 QLO = (i64)MR * CACHE_W, QREP = 2 * QLO;  // the lo halves' offset in a copy; a copy's size
+    auto put_q = [&](float v, i64 at) {
+#pragma unroll
+        for (int c = 0; c < MLA_QREP; c++) split_f16(v, p.qh + c * QREP + at, QLO);
+    };
     if (qrows) {
         mla_rows<TK>(kbw, p.kbRow, nq, nbq, p.q + (i64)qsh.h * qw, nope, tmp, sq, sd, sa, red);
         __syncthreads();
-        for (int i = threadIdx.x; i < nq; i += blockDim.x) split_f16(tmp[i] * p.scale, p.qh + (i64)qsh.h * CACHE_W + q0 + i, QLO);
+        for (int i = threadIdx.x; i < nq; i += blockDim.x) put_q(tmp[i] * p.scale, (i64)qsh.h * CACHE_W + q0 + i);
     } else {
         // every head's q_pe, each pair's rotation taken once for all heads
         for (int k = threadIdx.x; k < HALF; k += blockDim.x)
@@ -847,11 +854,11 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
         for (int i = threadIdx.x; i < H * HALF; i += blockDim.x) {
             const int h = i / HP, k = i - h * HP;
             const float* v = p.q + (i64)h * qw + nope;
-            u16* qr = p.qh + (i64)h * CACHE_W + KV_LORA;
+            const i64 qr = (i64)h * CACHE_W + KV_LORA;
             float a = v[2 * k], c = v[2 * k + 1];
             if (p.qfreqs) rotate(a, c, qrot[k]);
-            split_f16(a * p.scale, qr + 2 * k, QLO);
-            split_f16(c * p.scale, qr + 2 * k + 1, QLO);
+            put_q(a * p.scale, qr + 2 * k);
+            put_q(c * p.scale, qr + 2 * k + 1);
         }
         if (p.kv) {
             finish_row(p.layer + (i64)pos * CACHE_W, p.kv, p.kvnw, p.kveps, [&](int k, float& a, float& b) {
@@ -863,10 +870,11 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
 
     // 2. split b
     if (b < S) {
+        const u16* qc = p.qh + b % MLA_QREP * QREP;  // this block's copy
         for (int hl = 0; hl < 2; hl++)
             for (int i = threadIdx.x; i < H * RC; i += blockDim.x) {
                 const int r = hl * MR + i / RC;
-                cp_async16(qs + r * MLA_QST + 8 * (i % RC), p.qh + (i64)r * CACHE_W + 8 * (i % RC), true);
+                cp_async16(qs + r * MLA_QST + 8 * (i % RC), qc + (i64)r * CACHE_W + 8 * (i % RC), true);
             }
         if (!early(p0)) fetch(p0, 0);
         if (p0 + MLA_TP < p1 && !early(p0 + MLA_TP)) fetch(p0 + MLA_TP, 1);
