@@ -465,11 +465,11 @@ __device__ __forceinline__ int row_steps(int nrows, int nb) {
 }
 
 // rows_from sets out[r] for the rows of steps [st0, st1): those pre holds
-// (loaded from base earlier, from step st0), then the rest as rows_dot does.
-template <int TY>
-__device__ __forceinline__ void rows_from(const PreLoads<TY>& pre, const u8* base, i64 rowBytes, int nrows, int nb, int st0, int st1,
+// (its N steps, loaded from base earlier, from step st0), then the rest as
+// rows_dot does.
+template <int TY, int N>
+__device__ __forceinline__ void rows_from(const RowLoads<TY, N>& pre, const u8* base, i64 rowBytes, int nrows, int nb, int st0, int st1,
                                           const i8* sq, const float* sd, const int* sa, float* out) {
-    constexpr int N = 8 / Q1<TY>::W;
     pre.sum(nrows, nb, st0, st1, sq, sd, sa, out);
     rows_dot<TY>(base, rowBytes, nrows, nb, st0 + N, st1, sq, sd, sa, out);
 }
@@ -558,10 +558,8 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     // at an empty context). Two 16-byte words a lane: Q4_0's two steps fit
     // 128 registers; in NVRTC 12.4's build Q8_0's one step spills 8 bytes,
     // two spilled 24.
-    constexpr int VP = 2 / Q1<TV>::W;
-    const int vp = min(v1, v0 + VP);
-    RowLoads<TV, VP> vpre;
-    vpre.load(vbh, p.vbRow, vdim, nbv, v0, vp);
+    RowLoads<TV, 2 / Q1<TV>::W> vpre;
+    vpre.load(vbh, p.vbRow, vdim, nbv, v0, v1);
     rope_query(qsh, copied ? qpe : qh + nope, [&](int k, float& a, float& b) {
         if (p.qfreqs) rotate(a, b, qrot[k]);
     });
@@ -610,8 +608,7 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     __syncthreads();
 
     // o[h] = v_b[h]·o_lat[h], the block's rows, each summed as mmv1 sums it
-    vpre.sum(vdim, nbv, v0, vp, sq, sd, sa, p.out + (i64)h * vdim);
-    rows_dot<TV>(vbh, p.vbRow, vdim, nbv, vp, v1, sq, sd, sa, p.out + (i64)h * vdim);
+    rows_from<TV>(vpre, vbh, p.vbRow, vdim, nbv, v0, v1, sq, sd, sa, p.out + (i64)h * vdim);
     cluster_wait();  // nor will any read this block's
 }
 
@@ -637,7 +634,8 @@ FAST_TYPES(ATTN_DECODE_IF)
 // reads each cache row once for all heads: the heads are the rows of MT
 // (1 or 2) mma.m16n8k16 tiles (f16 inputs, f32 sums), so a split's tile of positions
 // is scored and summed for every head at once. One launch, one block per
-// SM (all resident: the phases meet at grid barriers), in four phases:
+// SM (all resident: phases 1, 2 and 3 meet at grid barriers, phase 4 at its
+// head's count), in four phases:
 //   1. q_lat = k_b·q_nope, the rows of all heads shared among the first
 //      G - 1 blocks (summed as mmv1 sums them), scaled by the softmax scale
 //      and written as f16 pairs hi + lo (22 bits: near float32 scores, the
@@ -1009,7 +1007,7 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
         // layer at 4096 positions (129 splits); staged, its decode went
         // 297.5 -> 304.0 tok/s there, youtu's 632.7 -> 653.2.
         constexpr int STST = KV_LORA + 8;  // a staged row's stride: a half-warp's float2 stores (4 rows) in distinct banks
-        static_assert(MR * STST * 4 <= 2 * 2 * MR * MLA_QST * 2, "the staged state fits in Q's space");
+        static_assert(MR * STST * 4 <= 2 * MR * MLA_QST * 2, "the staged state fits in Q's space");
         float* stage = (float*)smem;
         float* pb = p.part + (i64)b * MR * KV_LORA;
 #pragma unroll

@@ -389,7 +389,7 @@ template <> struct QT<T_Q4_K> {
         int4 h, q[4];
     };
     __device__ static Raw load(const u8* row, int b, int half) {
-        const u8* blk = row + 144 * b;
+        const u8* blk = row + BB * b;
         Raw r;
         r.h = ld4(blk);
 #pragma unroll
@@ -401,7 +401,7 @@ template <> struct QT<T_Q4_K> {
     }
     template <int NT>
     __device__ static void dots(const u8* row, int b, const i8* const* a, const float* da, const int* const* bs, int nt, float* acc) {
-        kdots<false, NT>((const int4*)(row + 144 * b), 1, a, da, bs, nt, acc);
+        kdots<false, NT>((const int4*)(row + BB * b), 1, a, da, bs, nt, acc);
     }
 };
 
@@ -413,7 +413,7 @@ template <> struct QT<T_Q5_K> {
         int4 h, qh[2], q[4];
     };
     __device__ static Raw load(const u8* row, int b, int half) {
-        const u8* blk = row + 176 * b;
+        const u8* blk = row + BB * b;
         Raw r;
         r.h = ld4(blk);
         r.qh[0] = ld4(blk + 16), r.qh[1] = ld4(blk + 32);
@@ -427,7 +427,7 @@ template <> struct QT<T_Q5_K> {
     }
     template <int NT>
     __device__ static void dots(const u8* row, int b, const i8* const* a, const float* da, const int* const* bs, int nt, float* acc) {
-        kdots<true, NT>((const int4*)(row + 176 * b), 3, a, da, bs, nt, acc);
+        kdots<true, NT>((const int4*)(row + BB * b), 3, a, da, bs, nt, acc);
     }
 };
 
@@ -517,9 +517,8 @@ template <> struct QT<T_Q6_K> {
     // (a[t], scales da[t], sums of 16 bs[t]) into acc, each token's as value
     // sums it: each half's quants are loaded once for all tokens, and the
     // halves are a loop, which keeps the eight-token kernel small enough for
-    // NVRTC to compile in about a second. (The one-token kernels did not use
-    // dots: with it, glm-4.7-flash Q4_K_M, whose down projections are Q6_K,
-    // decoded 7% slower.)
+    // NVRTC to compile in about a second. (The one-token kernel, mmvk1,
+    // sums a lane's half through load and value instead.)
     template <int NT>
     __device__ static void dots(const u8* row, int b, const i8* const* a, const float* da, const int* const* bs, int nt, float* acc) {
         const u8* blk = row + Q6K_SLOT * b;
