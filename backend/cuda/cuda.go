@@ -124,7 +124,7 @@ type Compile struct {
 	Seconds float64 // wall time of compiling or reading the cache
 	Modules int
 	Cached  int // modules read from the disk cache
-	Later   int // modules compiled in the background after load (mla_decode's, an output-only type's eight-token products), not in Seconds
+	Later   int // modules compiled in the background after load (mla_decode's, an output-only type's eight-token products, a dense model's routing), not in Seconds
 }
 
 // New opens device 0 (or the device named by ordinal) and starts the

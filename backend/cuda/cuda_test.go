@@ -406,8 +406,14 @@ func matMulAgainstCPU(t *testing.T, g *cuda.Backend, c *cpu.CPU, in, out int, Ts
 	for i := range xs {
 		xs[i] = float32(r.NormFloat64())
 	}
-	gx, _ := g.Weight("x", quant.F32, []uint64{n, uint64(maxT)}, f32bytes(xs))
-	cx, _ := c.Weight("x", quant.F32, []uint64{n, uint64(maxT)}, f32bytes(xs))
+	gx, err := g.Weight("x", quant.F32, []uint64{n, uint64(maxT)}, f32bytes(xs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cx, err := c.Weight("x", quant.F32, []uint64{n, uint64(maxT)}, f32bytes(xs))
+	if err != nil {
+		t.Fatal(err)
+	}
 	run := func(be backend.Backend, w, x backend.Weight, T int) []float32 {
 		toks := iota32(T)
 		be.Begin(toks, toks)

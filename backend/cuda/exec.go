@@ -32,6 +32,7 @@ type kernels struct {
 type unit struct {
 	name, file, defs string
 	batchOf          string // the device type whose eight-token products it holds (an mmvq8 unit), or ""
+	moe              bool   // only mixture-of-experts layers launch its kernels (the routing)
 }
 
 // moduleHeaders are the headers a file needs besides common.cuh.
@@ -39,8 +40,9 @@ var moduleHeaders = map[string][]string{"mmvq.cu": {"dot.cuh"}, "attention.cu": 
 
 // units are the programs for a model with the given fast weight types
 // (device names: T_Q4_0, ...) and attn_decode (where it serves), compiled
-// in parallel; mla_decode's (mlaUnit) compiles after them, and so does an
-// eight-token unit only the output's type needs (compile, batchTypes). A
+// in parallel; mla_decode's (mlaUnit) compiles after them, and so do an
+// eight-token unit only the output's type needs (compile, batchTypes) and
+// a dense model's routing unit (routes). A
 // cold start waits for the slowest unit, so the costly ones are split:
 // each type's mmvq1 and mmvq8 products, attn_decode and the MoE routing
 // are units of their own, a type's mmv1 variants mmv1PerUnit to a unit.
@@ -62,7 +64,7 @@ func units(fast []string, decode bool) []unit {
 	}
 	us := []unit{
 		{name: "basic", file: "basic.cu"},
-		{name: "router", file: "router.cu"},
+		{name: "router", file: "router.cu", moe: true},
 		{name: "matmul", file: "matmul.cu"},
 		{name: "attention", file: "attention.cu"},
 		mmvqUnit("quant_act", true, "", ""),
@@ -183,9 +185,9 @@ func (b *Backend) compile() error {
 	// attn_decode's unit only where some layer's k_b and v_b have its kernels
 	H, _ := b.decodeHeads()
 	var us, later []unit
-	batch := b.batchTypes()
+	batch, moe := b.batchTypes(), b.routes()
 	for _, u := range units(fast, b.attnDecodes() && H > 0) {
-		if u.batchOf != "" && !batch[u.batchOf] {
+		if u.batchOf != "" && !batch[u.batchOf] || u.moe && !moe {
 			later = append(later, u)
 		} else {
 			us = append(us, u)
@@ -235,6 +237,18 @@ func (b *Backend) batchTypes() map[string]bool {
 		}
 	}
 	return types
+}
+
+// routes reports whether the model has mixture-of-experts layers (a
+// router, ffn_gate_inp): a dense model's load does not wait for the
+// routing kernels' unit, which then compiles in the background.
+func (b *Backend) routes() bool {
+	for _, w := range b.weights {
+		if strings.HasSuffix(w.name, "ffn_gate_inp.weight") {
+			return true
+		}
+	}
+	return false
 }
 
 // compileLater starts compiling unit u in the background; lookup waits for

@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/latent-ai/latent/backend"
@@ -475,9 +476,9 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 		// problems, each rounding its input once (when it rounds it)
 		gx := min(ceilDiv(int(m.N), 16), ceilDiv(mmvk1BlocksPerSM*b.info.SMs, m.ny))
 		if m.xsrc != 0 { // each 256-value block: its quants (padded), its scale, its 16 sums
-			shmem = int(max(m.nsum, 1)) * int(m.K/256) * (mmvk1QuantStride + 4 + 64)
+			shmem = int(m.inputLen()/256) * (mmvk1QuantStride + 4 + 64)
 		}
-		return "mmvq1_" + deviceTypes[m.typ], grid3(gx, m.ny, 1), shmem
+		return mmvq1Names()[m.typ], grid3(gx, m.ny, 1), shmem
 	}
 	rpw := 1
 	if m.typ != quant.Q4_0 && m.typ != quant.Q8_0 {
@@ -485,6 +486,16 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 	}
 	return "mmvq8_" + deviceTypes[m.typ], grid3(ceilDiv(int(m.N), 8*rpw), m.ny, ceilDiv(int(m.T), 8)), 0
 }
+
+// mmvq1Names are the K-quants' one-token kernels (mmvk1's) by weight type,
+// named once: every token records every launch again.
+var mmvq1Names = sync.OnceValue(func() map[quant.Type]string {
+	names := map[quant.Type]string{}
+	for t, n := range deviceTypes {
+		names[t] = "mmvq1_" + n
+	}
+	return names
+})
 
 // mmvk1BlocksPerSM is how many mmvk1 blocks an SM holds at once (its
 // __launch_bounds__(256, 2) in kernels/mmvq.cu).
@@ -505,7 +516,8 @@ func mmv1Lanes(nb int) int {
 	return lpr
 }
 
-// inputLen is how many input values an mmv1 launch rounds for a problem:
+// inputLen is how many input values a one-token launch (mmv1, mmvk1)
+// rounds for a problem:
 // nsum summands (or one) of K values, the extra ones from nr of Kx when set
 // (only foldSharedDown sets it, on a weighted sum).
 func (m *mq) inputLen() int64 {
@@ -916,8 +928,9 @@ func attnDecodeName(t quant.Type) string {
 }
 
 // mlaBuffers is mla_decode's scratch, made at load and shared by every
-// layer's launch (one runs at a time): the f16 queries, the splits' states,
-// the merged latents; and the kernel's launch shape.
+// layer's launch (one runs at a time): the f16 queries (mlaQCopies
+// copies), the splits' states, the merged latents; and the kernel's launch
+// shape.
 type mlaBuffers struct {
 	grid     int // blocks (one per SM, at most 256: the grid barriers need all resident)
 	heads    int

@@ -98,3 +98,26 @@ func TestBatchTypes(t *testing.T) {
 		}
 	}
 }
+
+// A model's routing unit compiles with the others only where it has MoE
+// layers; the unit is the one the routing kernels are looked up in.
+func TestRoutes(t *testing.T) {
+	w := func(name string) *weight { return &weight{name: name, typ: quant.F32, dims: []uint64{2048, 64}} }
+	for _, c := range []struct {
+		weights []*weight
+		want    bool
+	}{
+		{[]*weight{w("token_embd.weight"), w("blk.0.ffn_gate.weight"), w("blk.0.ffn_down.weight")}, false},
+		{[]*weight{w("token_embd.weight"), w("blk.0.ffn_gate.weight"), w("blk.1.ffn_gate_inp.weight"), w("blk.1.ffn_gate_exps.weight")}, true},
+	} {
+		if got := (&Backend{weights: c.weights}).routes(); got != c.want {
+			t.Errorf("weights %s...: routes %v, want %v", c.weights[len(c.weights)-1].name, got, c.want)
+		}
+	}
+	for _, k := range []string{"moe_route", "moe_router", "moe_router8"} {
+		i := slices.IndexFunc(units([]string{"T_Q4_0"}, true), func(u unit) bool { return u.name == unitOf(k) })
+		if i < 0 || !units([]string{"T_Q4_0"}, true)[i].moe {
+			t.Errorf("%s: its unit %q is not a unit marked moe", k, unitOf(k))
+		}
+	}
+}
