@@ -1030,32 +1030,38 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     }
     grid_sync(p.bar, 2);
 
-    // 3. merge: this block's share of its head's latent values. Thread s < S
-    // loads split s's (max, sum) and the block reduces them to the splits'
-    // weights; thread t sums value t % 64 over the splits t / 64, t / 64 +
-    // 4, ..., and the four groups are added in shared memory. A thread
-    // issues the loads of its first NL splits (all of them on GPUs of up to
-    // 4·NL SMs) at once, before the weights' reductions: one L2 round trip
-    // after the barrier, where eight loads in flight at a time, after the
-    // reductions, took one per eight splits more (youtu at 4096 positions:
-    // 624.5 -> 635.1 tok/s).
+    // 3. merge: this block's share of its head's latent values, in pairs.
+    // Thread s < S loads split s's (max, sum) and the block reduces them to
+    // the splits' weights; thread t sums pair t % 64 over the splits t / 64,
+    // t / 64 + 4, ..., and the four groups are added in shared memory. A
+    // thread issues the loads of its first NL splits (all of them on GPUs
+    // of up to 4·NL SMs) at once, before the weights' reductions: one L2
+    // round trip after the barrier, where eight loads in flight at a time,
+    // after the reductions, took one per eight splits more (youtu at 4096
+    // positions: 624.5 -> 635.1 tok/s). A pass takes 128 values, so that
+    // glm's shares of 73-86 (20 heads on 132 blocks) take one round trip,
+    // where passes of 64 single values took two (glm at 4096 positions
+    // 303.4 -> 308.9 tok/s). (A quad a thread measured slower: threads
+    // summing a quad's groups in series, or a quad's groups in adjacent
+    // lanes, each load then touching 16 splits' lines.)
     const int h = vsh.h;
     {
         static_assert(ATT_WARPS * 32 == 256, "the merge's four groups of 64 threads");
-        constexpr int NL = 40;
-        float* part4 = tmp;  // [4][64]
-        const Share e = head_share(b, G, H, KV_LORA);  // (e.h is h)
-        const int j0 = e.i0, j1 = e.i1, t = threadIdx.x, grp = t >> 6;
+        constexpr int NL = 33;
+        float2* part4 = (float2*)tmp;  // [4][64]
+        const Share e = head_share(b, G, H, KV_LORA / 2);  // in pairs (e.h is h)
+        const int j0 = 2 * e.i0, j1 = 2 * e.i1, t = threadIdx.x, grp = t >> 6;
         const float ms = t < S ? __ldcg(p.ml + ((i64)t * MR + h) * 2) : -INFINITY;
         const float ls = t < S ? __ldcg(p.ml + ((i64)t * MR + h) * 2 + 1) : 0.f;
-        for (int c = j0; c < j1; c += 64) {
-            const int j = c + (t & 63);
-            const float* col = p.part + (i64)h * KV_LORA + j;  // split s's value j at col[s·MR·KV_LORA]
-            float v[NL];
+        for (int c = j0; c < j1; c += 128) {
+            const int j = c + 2 * (t & 63);
+            const float2* col = (const float2*)(p.part + (i64)h * KV_LORA + j);  // split s's pair at col[s·MR·KV_LORA/2]
+            constexpr i64 SPLIT = (i64)MR * KV_LORA / 2;
+            float2 v[NL];
 #pragma unroll
             for (int u = 0; u < NL; u++) {
                 const int s = grp + 4 * u;
-                v[u] = j < j1 && s < S ? __ldcg(col + (i64)s * MR * KV_LORA) : 0.f;
+                v[u] = j < j1 && s < S ? __ldcg(col + s * SPLIT) : make_float2(0.f, 0.f);
             }
             if (c == j0) {
                 const float M = block_max(ms, red);
@@ -1064,17 +1070,26 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
                 if (t < S) ws[t] = f / L;
                 __syncthreads();
             }
-            float acc = 0.f;
+            float2 acc = make_float2(0.f, 0.f);
             if (j < j1) {
 #pragma unroll
                 for (int u = 0; u < NL; u++)
-                    if (grp + 4 * u < S) acc += v[u] * ws[grp + 4 * u];
+                    if (grp + 4 * u < S) {
+                        const float w = ws[grp + 4 * u];
+                        acc.x += v[u].x * w, acc.y += v[u].y * w;
+                    }
 #pragma unroll 8
-                for (int s = grp + 4 * NL; s < S; s += 4) acc += __ldcg(col + (i64)s * MR * KV_LORA) * ws[s];
+                for (int s = grp + 4 * NL; s < S; s += 4) {
+                    const float2 x = __ldcg(col + s * SPLIT);
+                    acc.x += x.x * ws[s], acc.y += x.y * ws[s];
+                }
             }
             part4[t] = acc;
             __syncthreads();
-            if (t < 64 && j < j1) p.olat[(i64)h * KV_LORA + j] = (part4[t] + part4[64 + t]) + (part4[128 + t] + part4[192 + t]);
+            if (t < 64 && j < j1) {
+                const float2 g0 = part4[t], g1 = part4[64 + t], g2 = part4[128 + t], g3 = part4[192 + t];
+                *(float2*)(p.olat + (i64)h * KV_LORA + j) = make_float2((g0.x + g1.x) + (g2.x + g3.x), (g0.y + g1.y) + (g2.y + g3.y));
+            }
             __syncthreads();
         }
     }
