@@ -26,11 +26,7 @@ extern "C" __global__ void kv_finish(cache_t* layer, float* kv, i64 ks, const in
     const int t = blockIdx.x;
     float* x = kv + t * ks;
     cache_t* row = layer + (i64)pos[t] * CACHE_W;
-    float scale = 1.f;
-    if (nw) {
-        float mean = row_sumsq(x, KV_LORA, red) / (float)KV_LORA;
-        scale = 1.f / sqrtf(mean + eps);
-    }
+    const float scale = norm_scale(x, KV_LORA, nw, eps, red);
     __syncthreads();
     for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) {
         float v = nw ? (x[i] * scale) * nw[i] : x[i];
@@ -377,11 +373,7 @@ struct AD {
 // block calls it; red holds 32 floats.
 template <class Rot>
 __device__ __forceinline__ void finish_row(cache_t* dst, const float* x, const float* nw, float eps, Rot rot, float* red) {
-    float scale = 1.f;
-    if (nw) {
-        float mean = row_sumsq(x, KV_LORA, red) / (float)KV_LORA;
-        scale = 1.f / sqrtf(mean + eps);
-    }
+    const float scale = norm_scale(x, KV_LORA, nw, eps, red);
     for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) dst[i] = cstore(nw ? (x[i] * scale) * nw[i] : x[i]);
     for (int k = threadIdx.x; k < (CACHE_W - KV_LORA) / 2; k += blockDim.x) {
         float a = x[KV_LORA + 2 * k], b = x[KV_LORA + 2 * k + 1];

@@ -13,8 +13,7 @@ extern "C" __global__ void rmsnorm(float* dst, i64 ds, const float* src, i64 ss,
     __shared__ float sh[32];
     const float* x = src + blockIdx.x * ss;
     float* y = dst + blockIdx.x * ds;
-    float mean = row_sumsq(x, cols, sh) / (float)cols;
-    float scale = 1.f / sqrtf(mean + eps);
+    const float scale = rms_scale(row_sumsq(x, cols, sh), cols, eps);
     for (int i = threadIdx.x; i < cols; i += blockDim.x) y[i] = (x[i] * scale) * w[i];
 }
 
@@ -38,11 +37,7 @@ extern "C" __global__ void prep(float* out, const float* src, i64 rs, i64 segs, 
     int r = blockIdx.x / S, s = blockIdx.x % S;
     const float* x = src + r * rs + s * segs;
     float* y = out + (i64)blockIdx.x * L;
-    float scale = 1.f;
-    if (nw) {
-        float mean = row_sumsq(x, L, sh) / (float)L;
-        scale = 1.f / sqrtf(mean + eps);
-    }
+    const float scale = norm_scale(x, L, nw, eps, sh);
 #define VAL(i) (nw ? (x[i] * scale) * nw[i] : x[i])
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     if (mode == ROUND_Q8_0) {
@@ -113,7 +108,7 @@ extern "C" __global__ void swiglu(float* d, i64 ds, const float* g, i64 gs, cons
     int r = blockIdx.y;
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += gridDim.x * blockDim.x) {
         float x = g[r * gs + j];
-        d[r * ds + j] = x / (1.f + expf(-x)) * u[r * us + j];
+        d[r * ds + j] = silu_mul(x, u[r * us + j]);
     }
 }
 

@@ -127,6 +127,18 @@ __device__ __forceinline__ float row_sumsq(const float* x, int L, float* sh) {
     return block_sum(ss, sh);
 }
 
+// rms_scale is the RMS norm's factor 1/√(mean + eps) for Σ x² over L values.
+__device__ __forceinline__ float rms_scale(float sumsq, int L, float eps) { return 1.f / sqrtf(sumsq / (float)L + eps); }
+
+// norm_scale is row x's RMS norm factor (L values) where a norm weight nw
+// is set, else 1. Every thread of the block calls it; sh holds 32 floats.
+__device__ __forceinline__ float norm_scale(const float* x, int L, const float* nw, float eps, float* sh) {
+    return nw ? rms_scale(row_sumsq(x, L, sh), L, eps) : 1.f;
+}
+
+// silu_mul is SwiGLU's silu(g) · u.
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + expf(-g)) * u; }
+
 __constant__ i8 kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 __constant__ i8 kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 

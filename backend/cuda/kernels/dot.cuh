@@ -95,8 +95,7 @@ __device__ __forceinline__ void round_row_q8(const float* x, int L, const float*
 #pragma unroll
             for (int i = 0; i < 32; i++) ss += v[i] * v[i];
         }
-        float mean = block_sum(ss, red) / (float)L;
-        scale = 1.f / sqrtf(mean + eps);
+        scale = rms_scale(block_sum(ss, red), L, eps);
     }
     for (int c0 = 0; c0 < nc; c0 += RP * per) {  // the same trip counts in every thread: all shuffle
         if (c0 > 0) fetch(c0);

@@ -94,8 +94,7 @@ __device__ __forceinline__ void quant_row(const float* x, int L, const float* nw
     }
     if (nw) {
         // ss holds this thread's chunks summed in row_sumsq's order
-        float mean = block_sum(ss, red) / (float)L;
-        float scale = 1.f / sqrtf(mean + eps);
+        const float scale = rms_scale(block_sum(ss, red), L, eps);
 #pragma unroll
         for (int u = 0; u < 2; u++) {
             const int c = threadIdx.x + u * blockDim.x;
@@ -619,7 +618,7 @@ template <int TY, int NT> __device__ __forceinline__ void mmvq_impl(const MQ& p)
                     acc2[t] += __shfl_xor_sync(0xffffffffu, acc2[t], off);
                 }
                 float v = acc[t];
-                if (row2) v = v / (1.f + expf(-v)) * acc2[t];
+                if (row2) v = silu_mul(v, acc2[t]);
                 total[t] = p.nsum ? total[t] + p.wts[pk] * v : v;
             }
         }
@@ -753,7 +752,7 @@ template <int TY, bool DUAL> __device__ __forceinline__ void mmvk1_impl(const MQ
                 if (DUAL) acc[1] += __shfl_xor_sync(0xffffffffu, acc[1], off);
             }
             float v = acc[0];
-            if (DUAL) v = v / (1.f + expf(-v)) * acc[1];
+            if (DUAL) v = silu_mul(v, acc[1]);
             total = p.nsum ? total + p.wts[pkOf(k)] * v : v;
             if (k == nk - 1) {
                 const i64 o = grp * 2 + sub;
@@ -988,7 +987,7 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
                 for (int m = 0; m < NW; m++)
                     for (int off = lpr >> 1; off > 0; off >>= 1) acc[g][m] += __shfl_xor_sync(0xffffffffu, acc[g][m], off);
                 float v = acc[g][0];
-                if (DUAL) v = v / (1.f + expf(-v)) * acc[g][NW - 1];
+                if (DUAL) v = silu_mul(v, acc[g][NW - 1]);
                 total[g] = p.nsum ? total[g] + (extra(k) >= 0 ? 1.f : p.wts[pk]) * v : v;
             }
             if (k == nk - 1) {

@@ -117,8 +117,7 @@ extern "C" __global__ void __launch_bounds__(256) moe_router(int* ids, float* wt
     }
     pdl_entry();
     const float* x = h + t * hs;
-    float scale = 1.f;
-    if (nw) scale = 1.f / sqrtf(row_sumsq(x, K, red) / (float)K + eps);
+    const float scale = norm_scale(x, K, nw, eps, red);
     auto dot = [&](float4 a, int i) { return piece_dot(a, normed_piece(x, nw, scale, i)); };
     float acc = 0.f;
 #pragma unroll
@@ -173,8 +172,7 @@ extern "C" __global__ void __launch_bounds__(256) moe_router8(int* ids, float* w
         }
     pdl_entry();
     const float* x = h + t * hs;
-    float scale = 1.f;
-    if (nw) scale = 1.f / sqrtf(row_sumsq(x, K, red) / (float)K + eps);
+    const float scale = norm_scale(x, K, nw, eps, red);
     float acc[ROUTER8_E];
 #pragma unroll
     for (int e = 0; e < ROUTER8_E; e++) acc[e] = 0.f;
