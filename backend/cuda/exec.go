@@ -167,10 +167,11 @@ func (b *Backend) shapeDefines() (defs string, fastNames []string) {
 // fixedDefines give the kernels the sizes the Go side uses: the draw
 // kernels' (kernels/basic.cu) launch sizes, a Q6_K block's slot on the
 // device (repack), the attention kernels' warps, mla_decode's tile and
-// query copies, and mmvk1's stride of a rounded input block in shared memory.
+// query copies, mmvk1's stride of a rounded input block in shared memory,
+// and moe_router8's cluster and experts a block.
 var fixedDefines = fmt.Sprintf("#define DRAW_SLICE %d\n#define DRAW_MERGE %d\n#define DRAW_MAX_K %d\n#define Q6K_SLOT %d\n"+
-	"#define ATT_WARPS %d\n#define MLA_TP %d\n#define MLA_PAD %d\n#define MLA_QREP %d\n#define MMVK1_QST %d\n",
-	drawSlice, drawMerge, backend.MaxDrawTopK, q6kSlot, attWarps, mlaTile, mlaPad, mlaQCopies, mmvk1QuantStride)
+	"#define ATT_WARPS %d\n#define MLA_TP %d\n#define MLA_PAD %d\n#define MLA_QREP %d\n#define MMVK1_QST %d\n#define ROUTER_CLUSTER %d\n#define ROUTER8_E %d\n",
+	drawSlice, drawMerge, backend.MaxDrawTopK, q6kSlot, attWarps, mlaTile, mlaPad, mlaQCopies, mmvk1QuantStride, routerCluster, router8Experts)
 
 // compile builds (or reads from the disk cache) every module in parallel
 // and loads them on the device; mla_decode's unit, where allocMLA made its

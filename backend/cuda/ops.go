@@ -1260,13 +1260,20 @@ func (b *Backend) fuseAdd(d, s *tensor) bool {
 	return true
 }
 
+// moe_router8's blocks a token (one cluster; ROUTER_CLUSTER in
+// kernels/router.cu) and the most experts a block takes (ROUTER8_E).
+const (
+	routerCluster  = maxCluster
+	router8Experts = 8
+)
+
 // router8 reports whether moe_router8 serves a router of E experts over K
-// values: a fused step on Hopper (clusters), E a multiple of 8 up to 64, K
-// up to 2048 (kernels/router.cu). The unfused step keeps moe_router, which
+// values: a fused step on Hopper (clusters), E a multiple of routerCluster
+// up to routerCluster·router8Experts, K up to 2048 (kernels/router.cu). The unfused step keeps moe_router, which
 // sums every logit in the same order, so the fused-as-unfused tests check
 // the two give the same bits.
 func (b *Backend) router8(E, K int) bool {
-	return !b.NoFusion && b.clusters() && E%8 == 0 && E <= 64 && K <= 2048
+	return !b.NoFusion && b.clusters() && E%routerCluster == 0 && E <= routerCluster*router8Experts && K <= 2048
 }
 
 // MoE routes every token to its experts and sets dst to their weighted sum:
@@ -1292,8 +1299,8 @@ func (b *Backend) MoE(dst, h backend.Tensor, w *backend.MoE, r *backend.Routing)
 	oneLaunch := router.typ == quant.F32 && K%4 == 0 && in.S == 1 && in.src%16 == 0 // the norm, router rows, scores, top-k and weights
 	switch {
 	case oneLaunch && b.router8(E, K):
-		// one launch, a cluster of 8 blocks a token: the same work and sums
-		b.record("moe_router8", grid2(T, 8), [3]uint32{256, 1, 1}, int64(E*K+8*T*K)*4,
+		// one launch, a cluster of blocks a token: the same work and sums
+		b.record("moe_router8", grid2(T, routerCluster), [3]uint32{256, 1, 1}, int64(E*K+routerCluster*T*K)*4,
 			uint64(ids), uint64(wts), uint64(in.src), uint64(in.rs), uint64(in.norm), f32bits(in.eps),
 			uint64(router.ptr), uint64(bias), uint64(K), uint64(E), uint64(used), uint64(b2i(r.Sigmoid)), uint64(b2i(r.Norm)), f32bits(r.Scale))
 		b.launches[len(b.launches)-1].clustered = true

@@ -140,16 +140,16 @@ extern "C" __global__ void __launch_bounds__(256) moe_router(int* ids, float* wt
     }
 }
 
-// moe_router8 is moe_router for at most 8·ROUTER8_E experts, E a multiple
-// of 8, rows of K ≤ 2048 (two 16-byte pieces a thread): token blockIdx.x's
-// experts go to a thread block cluster of 8, block c (its rank) taking E/8
-// of them, whose pieces each thread holds in registers, loaded before the
+// moe_router8 is moe_router for at most ROUTER_CLUSTER·ROUTER8_E experts,
+// E a multiple of ROUTER_CLUSTER, rows of K ≤ 2048 (two 16-byte pieces a
+// thread): token blockIdx.x's experts go to a thread block cluster of
+// ROUTER_CLUSTER (both from the Go side, fixedDefines), block c (its rank)
+// taking E/ROUTER_CLUSTER of them, whose pieces each thread holds in registers, loaded before the
 // wait. The logits meet in block 0's shared memory through the cluster
 // (distributed shared memory), where moe_router's last block found them
 // after a fence, a global counter and a round trip to L2; block 0 then
 // routes. Each logit is summed as moe_router sums it (a thread's pieces in
 // order, then block_sum's tree), so the picks are the same bits.
-#define ROUTER8_E 8
 extern "C" __global__ void __launch_bounds__(256) moe_router8(int* ids, float* wts, const float* h, i64 hs, const float* nw,
                                                               float eps, const float* router, const float* bias, int K, int E, int used,
                                                               int sigm, int norm, float wscale) {
@@ -157,10 +157,10 @@ extern "C" __global__ void __launch_bounds__(256) moe_router8(int* ids, float* w
     __shared__ float red[32];
     __shared__ float wsum[ROUTER8_E][32];  // [expert][warp]: block_sum's first stage
     __shared__ float lg[ROUTER8_E];        // this block's logits
-    __shared__ float z[8 * ROUTER8_E];     // block 0: every expert's
-    __shared__ float p[8 * ROUTER8_E];
-    __shared__ int taken[16 * ROUTER8_E];  // picked flags, then selection scores (route_token)
-    const int t = blockIdx.x, c = blockIdx.y, epb = E / 8, n4 = K / 4;
+    __shared__ float z[ROUTER_CLUSTER * ROUTER8_E];  // block 0: every expert's
+    __shared__ float p[ROUTER_CLUSTER * ROUTER8_E];
+    __shared__ int taken[2 * ROUTER_CLUSTER * ROUTER8_E];  // picked flags, then selection scores (route_token)
+    const int t = blockIdx.x, c = blockIdx.y, epb = E / ROUTER_CLUSTER, n4 = K / 4;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     float4 rv[ROUTER8_E][2];
 #pragma unroll
