@@ -168,10 +168,12 @@ func (b *Backend) shapeDefines() (defs string, fastNames []string) {
 // kernels' (kernels/basic.cu) launch sizes, a Q6_K block's slot on the
 // device (repack), the attention kernels' warps, mla_decode's tile and
 // query copies, mmvk1's stride of a rounded input block in shared memory,
-// and moe_router8's cluster and experts a block.
+// moe_router8's cluster and experts a block, and the activation roundings.
 var fixedDefines = fmt.Sprintf("#define DRAW_SLICE %d\n#define DRAW_MERGE %d\n#define DRAW_MAX_K %d\n#define Q6K_SLOT %d\n"+
-	"#define ATT_WARPS %d\n#define MLA_TP %d\n#define MLA_PAD %d\n#define MLA_QREP %d\n#define MMVK1_QST %d\n#define ROUTER_CLUSTER %d\n#define ROUTER8_E %d\n",
-	drawSlice, drawMerge, backend.MaxDrawTopK, q6kSlot, attWarps, mlaTile, mlaPad, mlaQCopies, mmvk1QuantStride, routerCluster, router8Experts)
+	"#define ATT_WARPS %d\n#define MLA_TP %d\n#define MLA_PAD %d\n#define MLA_QREP %d\n#define MMVK1_QST %d\n#define ROUTER_CLUSTER %d\n#define ROUTER8_E %d\n"+
+	"#define ROUND_NONE %d\n#define ROUND_F16 %d\n#define ROUND_BF16 %d\n#define ROUND_Q8_0 %d\n#define ROUND_Q8_K %d\n",
+	drawSlice, drawMerge, backend.MaxDrawTopK, q6kSlot, attWarps, mlaTile, mlaPad, mlaQCopies, mmvk1QuantStride, routerCluster, router8Experts,
+	roundNone, roundF16, roundBF16, roundQ8_0, roundQ8_K)
 
 // compile builds (or reads from the disk cache) every module in parallel
 // and loads them on the device; mla_decode's unit, where allocMLA made its
@@ -743,18 +745,31 @@ func (b *Backend) capture() (uintptr, error) {
 	return exec, nil
 }
 
+// The activation roundings: what ggml does to the activations before a dot
+// product with a weight of a given type (its vec_dot_type), so that the
+// logits match llama.cpp's: none, F16, BF16, Q8_0 blocks of 32 with an f16
+// scale, Q8_K blocks of 256 with a float32 scale (and sums of 16). The
+// kernels know them as ROUND_NONE ... ROUND_Q8_K (fixedDefines).
+const (
+	roundNone = iota
+	roundF16
+	roundBF16
+	roundQ8_0
+	roundQ8_K
+)
+
 // roundMode is the activation rounding ggml applies before a dot product
 // with weights of type t (see backend/cpu/actquant.go).
 func roundMode(t quant.Type) int {
 	switch t {
 	case quant.F32:
-		return 0
+		return roundNone
 	case quant.F16:
-		return 1
+		return roundF16
 	case quant.BF16:
-		return 2
+		return roundBF16
 	case quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_XS:
-		return 4
+		return roundQ8_K
 	}
-	return 3
+	return roundQ8_0
 }

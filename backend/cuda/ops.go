@@ -187,7 +187,7 @@ func (b *Backend) inputOf(t *tensor) input {
 	return input{src: t.ptr, rs: int64(t.stride), rows: t.rows, S: 1, L: t.cols, srcSpan: spanOf(t)}
 }
 
-// quantize rounds in to 8-bit blocks (mode 3: Q8_0, 4: Q8_K), reusing an
+// quantize rounds in to 8-bit blocks (mode roundQ8_0 or roundQ8_K), reusing an
 // earlier rounding of the same input.
 func (b *Backend) quantize(in input, mode int) qact {
 	for _, e := range b.qcache {
@@ -197,13 +197,13 @@ func (b *Backend) quantize(in input, mode int) qact {
 	}
 	R, L := in.rows*in.S, in.L
 	blk := 32
-	if mode == 4 {
+	if mode == roundQ8_K {
 		blk = 256
 	}
 	q := b.scratch(int64(R * L))
 	d := b.scratch(int64(R*(L/blk)) * 4)
 	var bs uintptr
-	if mode == 4 {
+	if mode == roundQ8_K {
 		bs = b.scratch(int64(R*(L/16)) * 4)
 	}
 	b.record("quant_act", grid1(R), [3]uint32{256, 1, 1}, int64(R*L)*5,
@@ -217,7 +217,7 @@ func (b *Backend) quantize(in input, mode int) qact {
 // prepare rounds in in float for the generic kernels (or passes it through
 // where its rows, or its segments, are evenly spaced).
 func (b *Backend) prepare(in input, mode int) fact {
-	if mode == 0 && in.norm == 0 {
+	if mode == roundNone && in.norm == 0 {
 		if in.S == 1 {
 			return fact{in.src, in.rs}
 		}
@@ -278,7 +278,7 @@ type mq struct {
 	xrs, xS, xseg int64
 	nw            uintptr
 	eps           float32
-	mode          int
+	mode          int     // the rounding the kernel gives its input (roundQ8_0, roundQ8_K): fusion compares it
 	wts           uintptr // MoE down: weighted sum of nsum experts per token
 	nsum          int64
 	y2            uintptr // mmv1, one problem: y2 += y after the product (a residual add)
@@ -301,7 +301,7 @@ func (m *mq) slots() []uint64 {
 	return []uint64{uint64(m.w), uint64(m.rowBytes), uint64(m.K), uint64(m.N), uint64(m.xq), uint64(m.xd), uint64(m.xb),
 		uint64(m.xrows), uint64(m.xY), uint64(max(m.xDiv, 1)), uint64(m.y), uint64(m.ys), uint64(m.yY), uint64(m.T),
 		uint64(m.acc), uint64(m.ids), uint64(m.wY), uint64(m.w2), uint64(m.xsrc), uint64(m.xrs), uint64(max(m.xS, 1)),
-		uint64(m.xseg), uint64(m.nw), f32bits(m.eps) | uint64(m.mode)<<32, uint64(m.wts), uint64(m.nsum), uint64(m.y2),
+		uint64(m.xseg), uint64(m.nw), f32bits(m.eps), uint64(m.wts), uint64(m.nsum), uint64(m.y2),
 		uint64(m.nr), uint64(m.wx), uint64(m.w2x), uint64(m.yx), uint64(m.xsrcx), uint64(b2i(m.idsEarly)),
 		uint64(m.Kx), uint64(m.rbx)}
 }
@@ -333,9 +333,9 @@ func (b *Backend) product(w *weight, in input, o output) {
 		bytes *= 2
 	}
 	if fastTypes[w.typ] {
-		mode := 3
-		if roundMode(w.typ) == 4 {
-			mode = 4
+		mode := roundQ8_0
+		if roundMode(w.typ) == roundQ8_K {
+			mode = roundQ8_K
 		}
 		m := &mq{w: w.ptr, rowBytes: w.rowBytes, K: K, N: int64(o.N),
 			xrows: o.xRows, xY: o.xY, xDiv: o.xDiv, y: o.y, ys: o.ys, yY: o.yY, T: int64(o.T), acc: b2i(o.acc),

@@ -17,16 +17,6 @@ extern "C" __global__ void rmsnorm(float* dst, i64 ds, const float* src, i64 ss,
     for (int i = threadIdx.x; i < cols; i += blockDim.x) y[i] = (x[i] * scale) * w[i];
 }
 
-// Activation rounding modes: what ggml does to the activations before a dot
-// product with a weight of a given type (its vec_dot_type), so that our
-// logits match llama.cpp's. 0 none, 1 F16, 2 BF16, 3 Q8_0 blocks of 32 with
-// an f16 scale, 4 Q8_K blocks of 256 with a float32 scale.
-#define ROUND_NONE 0
-#define ROUND_F16 1
-#define ROUND_BF16 2
-#define ROUND_Q8_0 3
-#define ROUND_Q8_K 4
-
 // prep writes rows of activations, optionally RMS-normalised (nw != 0, eps),
 // rounded by mode, contiguously into out. The input row r has S segments of
 // L values, segment s at src + r·rs + s·segs; each segment is rounded on

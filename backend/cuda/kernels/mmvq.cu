@@ -27,8 +27,7 @@ struct MQ {
     const float* xsrc;
     i64 xrs, xS, xseg;
     const float* nw;
-    float eps;
-    int mode;
+    float eps;  // (mmvk1 rounds Q8_K, mmv1 Q8_0)
     // Weighted sum over picked experts (the MoE down projection): when nsum
     // is set, problem py is a token and the kernel sums nsum experts'
     // products, problem py·nsum + k weighted by wts[py·nsum + k], in order.
@@ -58,8 +57,8 @@ struct MQ {
 };
 
 // quant_row rounds one row of L activations (RMS-normalised first when nw
-// is set) into 8-bit blocks: mode 3 Q8_0 (q, f16-rounded scales d), mode 4
-// Q8_K (q, float scales d, sums of 16 in bs). Thread c owns the 32 values
+// is set) into 8-bit blocks: mode ROUND_Q8_0 (q, f16-rounded scales d), or
+// ROUND_Q8_K (q, float scales d, sums of 16 in bs). Thread c owns the 32 values
 // [32c, 32c+32) (and c + blockDim.x after them): all its loads are issued
 // at once and the row is read once, so the whole rounding costs about one
 // memory round trip. Every thread of the block must call it; red holds 32
@@ -128,7 +127,7 @@ __device__ __forceinline__ void quant_row(const float* x, int L, const float* nw
             if (a > amax) { amax = a; mx = v[u][i]; at = i; }
         }
         int qs[8];
-        if (mode == 3) {
+        if (mode == ROUND_Q8_0) {
             float dh = round_f16(amax / 127.f);
             float id = amax != 0.f ? 127.f / amax : 0.f;
 #pragma unroll
@@ -186,7 +185,7 @@ extern "C" __global__ void quant_act(i8* q, float* d, int* bs, const float* src,
     pdl_entry();
     __shared__ float red[32];
     const int R = blockIdx.x, r = R / S, s = R % S;
-    const int blk = mode == 3 ? 32 : 256;
+    const int blk = mode == ROUND_Q8_0 ? 32 : 256;
     quant_row(src + r * rs + s * segs, L, nw, eps, mode, q + (i64)R * L, d + (i64)R * (L / blk), bs ? bs + (i64)R * (L / 16) : nullptr, red);
 }
 #endif
@@ -710,7 +709,7 @@ template <int TY, bool DUAL> __device__ __forceinline__ void mmvk1_impl(const MQ
     if (local) {
         for (int kk = 0; kk < nk; kk++) {
             const i64 R = (pkOf(kk) / p.xDiv) * p.xY;
-            quant_row(p.xsrc + (R / p.xS) * p.xrs + (R % p.xS) * p.xseg, K, p.nw, p.eps, p.mode, sq + kk * nb * QST, sd + kk * nb,
+            quant_row(p.xsrc + (R / p.xS) * p.xrs + (R % p.xS) * p.xseg, K, p.nw, p.eps, ROUND_Q8_K, sq + kk * nb * QST, sd + kk * nb,
                       sbs + kk * (K / 16), red, QST - 256);
         }
         __syncthreads();
