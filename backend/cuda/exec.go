@@ -168,12 +168,13 @@ func (b *Backend) shapeDefines() (defs string, fastNames []string) {
 // kernels' (kernels/basic.cu) launch sizes, a Q6_K block's slot on the
 // device (repack), the attention kernels' warps, mla_decode's tile and
 // query copies, mmvk1's stride of a rounded input block in shared memory,
-// moe_router8's cluster and experts a block, and the activation roundings.
+// moe_router8's cluster and experts a block, the blocks an SM holds of mmv1
+// and of mmvk1, and the activation roundings.
 var fixedDefines = fmt.Sprintf("#define DRAW_SLICE %d\n#define DRAW_MERGE %d\n#define DRAW_MAX_K %d\n#define Q6K_SLOT %d\n"+
-	"#define ATT_WARPS %d\n#define MLA_TP %d\n#define MLA_PAD %d\n#define MLA_QREP %d\n#define MMVK1_QST %d\n#define ROUTER_CLUSTER %d\n#define ROUTER8_E %d\n"+
+	"#define ATT_WARPS %d\n#define MLA_TP %d\n#define MLA_PAD %d\n#define MLA_QREP %d\n#define MMVK1_QST %d\n#define ROUTER_CLUSTER %d\n#define ROUTER8_E %d\n#define MMV1_BLOCKS %d\n#define MMVK1_BLOCKS %d\n"+
 	"#define ROUND_NONE %d\n#define ROUND_F16 %d\n#define ROUND_BF16 %d\n#define ROUND_Q8_0 %d\n#define ROUND_Q8_K %d\n",
 	drawSlice, drawMerge, backend.MaxDrawTopK, q6kSlot, attWarps, mlaTile, mlaPad, mlaQCopies, mmvk1QuantStride, routerCluster, router8Experts,
-	roundNone, roundF16, roundBF16, roundQ8_0, roundQ8_K)
+	mmv1BlocksPerSM, mmvk1BlocksPerSM, roundNone, roundF16, roundBF16, roundQ8_0, roundQ8_K)
 
 // compile builds (or reads from the disk cache) every module in parallel
 // and loads them on the device; mla_decode's unit, where allocMLA made its

@@ -498,7 +498,7 @@ var mmvq1Names = sync.OnceValue(func() map[quant.Type]string {
 })
 
 // mmvk1BlocksPerSM is how many mmvk1 blocks an SM holds at once (its
-// __launch_bounds__(256, 2) in kernels/mmvq.cu).
+// __launch_bounds__ in kernels/mmvq.cu, MMVK1_BLOCKS): its persistent grid.
 const mmvk1BlocksPerSM = 2
 
 // mmvk1QuantStride is the bytes of a 256-value block of mmvk1's rounded
@@ -528,7 +528,7 @@ func (m *mq) inputLen() int64 {
 }
 
 // mmv1BlocksPerSM is how many mmv1 blocks an SM holds at once (its
-// __launch_bounds__(256, 2) in kernels/mmvq.cu): mmv1's persistent grid.
+// __launch_bounds__ in kernels/mmvq.cu, MMV1_BLOCKS): its persistent grid.
 const mmv1BlocksPerSM = 2
 
 // mmv1Name is mmv1's kernel name for a variant, built once (every token

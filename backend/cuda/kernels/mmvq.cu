@@ -772,8 +772,9 @@ template <int TY, bool DUAL> __device__ __forceinline__ void mmvk1_impl(const MQ
 // UNIT_MMVQ8 the types whose mmvq1 and mmvq8 kernels, UNIT_MMV1 its mmv1
 // variant (below).
 // mmvq1_<type> runs mmvk1 (K-quants only: UNIT_MMVQ1 lists the types mmv1
-// does not serve).
-#define MMVQ1(TY) extern "C" __global__ void __launch_bounds__(256, 2) mmvq1_##TY(MQ p) { \
+// does not serve). MMVK1_BLOCKS and MMV1_BLOCKS, the blocks an SM holds,
+// come from the Go side (fixedDefines), which sizes the persistent grids.
+#define MMVQ1(TY) extern "C" __global__ void __launch_bounds__(256, MMVK1_BLOCKS) mmvq1_##TY(MQ p) { \
         if (p.w2)                                                                   \
             mmvk1_impl<TY, true>(p);                                                \
         else                                                                        \
@@ -1016,5 +1017,5 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
 // spread the variants mqLaunch can pick over several programs, so that a
 // cold start's compiles run side by side.
 #define MMV1_KERNEL(TY, G, JC, D, NAME) \
-    extern "C" __global__ void __launch_bounds__(256, 2) mmv1_##G##_##JC##_##D##NAME(MQ p) { mmv1_impl<TY, G, JC, D>(p); }
+    extern "C" __global__ void __launch_bounds__(256, MMV1_BLOCKS) mmv1_##G##_##JC##_##D##NAME(MQ p) { mmv1_impl<TY, G, JC, D>(p); }
 UNIT_MMV1(MMV1_KERNEL)
