@@ -89,7 +89,13 @@ func Run(m engine.Model, be backend.Backend, modelName string, o Options) ([]Res
 	for _, depth := range o.Depths {
 		var pre, dec, kern []float64
 		for r := 0; r < o.Reps; r++ {
-			if err := fill(m, depth); err != nil {
+			// each prompt follows exactly depth tokens: filled for the
+			// first repetition, cut back to them for the others
+			ready := rewind
+			if r == 0 {
+				ready = fill
+			}
+			if err := ready(m, depth); err != nil {
 				return nil, err
 			}
 			start := time.Now()

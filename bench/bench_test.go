@@ -69,7 +69,7 @@ func TestDecodeStartsAtDepth(t *testing.T) {
 		case "pipelined":
 			m = pipelined{truncating{r}}
 		}
-		o := Options{Prefill: 5, Decode: 3, Depths: []int{0, 600}, Reps: 1}
+		o := Options{Prefill: 5, Decode: 3, Depths: []int{0, 600}, Reps: 2}
 		res, err := Run(m, be, "rec", o)
 		if err != nil {
 			t.Fatal(err)
@@ -77,9 +77,10 @@ func TestDecodeStartsAtDepth(t *testing.T) {
 		if len(res) != 2 || res[0].Depth != 0 || res[1].Depth != 600 {
 			t.Fatalf("%s: results %+v", kind, res)
 		}
-		// Each depth: fill (batches of at most 512), the prompt at the
-		// depth, [refill], a warm-up step at the depth, [refill], then the
-		// timed one-token steps from the depth.
+		// Each depth and repetition: fill (batches of at most 512; a later
+		// repetition only cuts back, where the model can), the prompt at
+		// the depth, [refill], a warm-up step at the depth, [refill], then
+		// the timed one-token steps from the depth.
 		var want [][2]int
 		for _, d := range o.Depths {
 			fill := func() {
@@ -87,18 +88,22 @@ func TestDecodeStartsAtDepth(t *testing.T) {
 					want = append(want, [2]int{done, min(512, d-done)})
 				}
 			}
-			fill()
-			want = append(want, [2]int{d, o.Prefill})
-			// back to the depth, one untimed step, back again
-			if !trunc {
-				fill()
-			}
-			want = append(want, [2]int{d, 1})
-			if !trunc {
-				fill()
-			}
-			for i := range o.Decode {
-				want = append(want, [2]int{d + i, 1})
+			for rep := range o.Reps {
+				if rep == 0 || !trunc {
+					fill()
+				}
+				want = append(want, [2]int{d, o.Prefill})
+				// back to the depth, one untimed step, back again
+				if !trunc {
+					fill()
+				}
+				want = append(want, [2]int{d, 1})
+				if !trunc {
+					fill()
+				}
+				for i := range o.Decode {
+					want = append(want, [2]int{d + i, 1})
+				}
 			}
 		}
 		if !slices.Equal(r.calls, want) {
