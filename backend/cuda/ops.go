@@ -278,7 +278,7 @@ type mq struct {
 	xrs, xS, xseg int64
 	nw            uintptr
 	eps           float32
-	mode          int     // the rounding the kernel gives its input (roundQ8_0, roundQ8_K): fusion compares it
+	mode          int     // the rounding of the input: mmvk1 reads it, fusion compares it
 	wts           uintptr // MoE down: weighted sum of nsum experts per token
 	nsum          int64
 	y2            uintptr // mmv1, one problem: y2 += y after the product (a residual add)
@@ -301,7 +301,7 @@ func (m *mq) slots() []uint64 {
 	return []uint64{uint64(m.w), uint64(m.rowBytes), uint64(m.K), uint64(m.N), uint64(m.xq), uint64(m.xd), uint64(m.xb),
 		uint64(m.xrows), uint64(m.xY), uint64(max(m.xDiv, 1)), uint64(m.y), uint64(m.ys), uint64(m.yY), uint64(m.T),
 		uint64(m.acc), uint64(m.ids), uint64(m.wY), uint64(m.w2), uint64(m.xsrc), uint64(m.xrs), uint64(max(m.xS, 1)),
-		uint64(m.xseg), uint64(m.nw), f32bits(m.eps), uint64(m.wts), uint64(m.nsum), uint64(m.y2),
+		uint64(m.xseg), uint64(m.nw), f32bits(m.eps) | uint64(m.mode)<<32, uint64(m.wts), uint64(m.nsum), uint64(m.y2),
 		uint64(m.nr), uint64(m.wx), uint64(m.w2x), uint64(m.yx), uint64(m.xsrcx), uint64(b2i(m.idsEarly)),
 		uint64(m.Kx), uint64(m.rbx)}
 }

@@ -27,7 +27,12 @@ struct MQ {
     const float* xsrc;
     i64 xrs, xS, xseg;
     const float* nw;
-    float eps;  // (mmvk1 rounds Q8_K, mmv1 Q8_0)
+    float eps;
+    // the input's rounding: ROUND_Q8_K, where mmvk1 rounds it (it serves
+    // only the K-quants). Read, not written as a constant: the constant's
+    // build of mmvq1_T_Q6_K (glm's output product) measured glm 0.3%
+    // slower at an empty context, 358.1/358.4 -> 357.0/357.0 tok/s.
+    int mode;
     // Weighted sum over picked experts (the MoE down projection): when nsum
     // is set, problem py is a token and the kernel sums nsum experts'
     // products, problem py·nsum + k weighted by wts[py·nsum + k], in order.
@@ -709,7 +714,7 @@ template <int TY, bool DUAL> __device__ __forceinline__ void mmvk1_impl(const MQ
     if (local) {
         for (int kk = 0; kk < nk; kk++) {
             const i64 R = (pkOf(kk) / p.xDiv) * p.xY;
-            quant_row(p.xsrc + (R / p.xS) * p.xrs + (R % p.xS) * p.xseg, K, p.nw, p.eps, ROUND_Q8_K, sq + kk * nb * QST, sd + kk * nb,
+            quant_row(p.xsrc + (R / p.xS) * p.xrs + (R % p.xS) * p.xseg, K, p.nw, p.eps, p.mode, sq + kk * nb * QST, sd + kk * nb,
                       sbs + kk * (K / 16), red, QST - 256);
         }
         __syncthreads();
