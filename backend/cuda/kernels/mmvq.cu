@@ -204,19 +204,10 @@ template <int TY> struct QT;
 template <> struct QT<T_Q4_0> {
     static constexpr int QB = 32, RPW = 1;
     __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da) {
-        int4 q = *(const int4*)(row + 16 * b);
-        float dw = h2f(((const u16*)(row + 16 * nb))[b]);
-        int4 a0 = ((const int4*)a)[0], a1 = ((const int4*)a)[1];
-        int s = 0;
-        s = dp4a(q.x & 0x0F0F0F0F, a0.x, s);
-        s = dp4a(q.y & 0x0F0F0F0F, a0.y, s);
-        s = dp4a(q.z & 0x0F0F0F0F, a0.z, s);
-        s = dp4a(q.w & 0x0F0F0F0F, a0.w, s);
-        s = dp4a((q.x >> 4) & 0x0F0F0F0F, a1.x, s);
-        s = dp4a((q.y >> 4) & 0x0F0F0F0F, a1.y, s);
-        s = dp4a((q.z >> 4) & 0x0F0F0F0F, a1.z, s);
-        s = dp4a((q.w >> 4) & 0x0F0F0F0F, a1.w, s);
-        int as = 0;
+        const int4 q = *(const int4*)(row + 16 * b);
+        const float dw = h2f(((const u16*)(row + 16 * nb))[b]);
+        const int4 a0 = ((const int4*)a)[0], a1 = ((const int4*)a)[1];
+        int as = 0;  // the activations' sum: the quants' offset of 8
         as = dp4a(0x01010101, a0.x, as);
         as = dp4a(0x01010101, a0.y, as);
         as = dp4a(0x01010101, a0.z, as);
@@ -225,26 +216,17 @@ template <> struct QT<T_Q4_0> {
         as = dp4a(0x01010101, a1.y, as);
         as = dp4a(0x01010101, a1.z, as);
         as = dp4a(0x01010101, a1.w, as);
-        return (float)(s - 8 * as) * dw * da;
+        return Q1<T_Q4_0>::val(&q, a0, a1, as, dw, da);
     }
 };
 
 template <> struct QT<T_Q8_0> {
     static constexpr int QB = 32, RPW = 1;
     __device__ static float dot(const u8* row, int b, int nb, const i8* a, float da) {
-        int4 q0 = *(const int4*)(row + 32 * b), q1 = *(const int4*)(row + 32 * b + 16);
-        float dw = h2f(((const u16*)(row + 32 * nb))[b]);
-        int4 a0 = ((const int4*)a)[0], a1 = ((const int4*)a)[1];
-        int s = 0;
-        s = dp4a(q0.x, a0.x, s);
-        s = dp4a(q0.y, a0.y, s);
-        s = dp4a(q0.z, a0.z, s);
-        s = dp4a(q0.w, a0.w, s);
-        s = dp4a(q1.x, a1.x, s);
-        s = dp4a(q1.y, a1.y, s);
-        s = dp4a(q1.z, a1.z, s);
-        s = dp4a(q1.w, a1.w, s);
-        return (float)s * (dw * da);
+        const int4 q[2] = {*(const int4*)(row + 32 * b), *(const int4*)(row + 32 * b + 16)};
+        const float dw = h2f(((const u16*)(row + 32 * nb))[b]);
+        const int4 a0 = ((const int4*)a)[0], a1 = ((const int4*)a)[1];
+        return Q1<T_Q8_0>::val(q, a0, a1, 0, dw, da);
     }
 };
 
