@@ -148,7 +148,8 @@ __device__ __forceinline__ void round_row_q8(const float* x, int L, const float*
 }
 
 // Per type: W 16-byte loads per 32-value block, and a block's value from
-// its integer dot product (the products' scaling as QT's dot scales them).
+// its integer dot product (as, the activations' sum, for Q4_0's offset of
+// 8). The eight-token products (QT's dot) take it from here too.
 template <int TY> struct Q1;
 template <> struct Q1<T_Q4_0> {
     static constexpr int W = 1, STRIDE = 16;
