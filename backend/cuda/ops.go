@@ -333,10 +333,7 @@ func (b *Backend) product(w *weight, in input, o output) {
 		bytes *= 2
 	}
 	if fastTypes[w.typ] {
-		mode := roundQ8_0
-		if roundMode(w.typ) == roundQ8_K {
-			mode = roundQ8_K
-		}
+		mode := roundMode(w.typ) // roundQ8_0 or roundQ8_K: the fast types are 8-bit products
 		m := &mq{w: w.ptr, rowBytes: w.rowBytes, K: K, N: int64(o.N),
 			xrows: o.xRows, xY: o.xY, xDiv: o.xDiv, y: o.y, ys: o.ys, yY: o.yY, T: int64(o.T), acc: b2i(o.acc),
 			ids: o.ids, wY: o.wY, in: in, wts: o.wts, nsum: int64(o.nsum)}
@@ -779,7 +776,8 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 		xRows: int64(H), xY: 1, xDiv: 1})
 	S := b.splits(H, T)
 	part := b.layerBuffer(&b.states, int64(T*H*S*(kvl+2))*4, "attention's split states")
-	olat := b.layerBuffer(&b.olat, int64(T*H*kvl)*4, "attention's latents")
+	olatBytes := int64(T*H*kvl) * 4
+	olat := b.layerBuffer(&b.olat, olatBytes, "attention's latents")
 	// the last split of each head to finish merges them, where counters allow
 	fused := T*H <= maxCounters && !b.NoFusion
 	var merged uintptr
@@ -795,7 +793,7 @@ func (b *Backend) Attention(dst, q backend.Tensor, kb, vb backend.Weight, c back
 	}
 	// o[h] = v_b[h]·o_lat[h]; each head's latent is its own row of the rounded input
 	b.writes(d)
-	oin := input{src: olat, rs: int64(H * kvl), rows: T, S: H, L: kvl, segStride: int64(kvl), srcSpan: span{olat, olat + uintptr(4*T*H*kvl)}}
+	oin := input{src: olat, rs: int64(H * kvl), rows: T, S: H, L: kvl, segStride: int64(kvl), srcSpan: span{olat, olat + uintptr(olatBytes)}}
 	b.product(vbw, oin, output{N: vdim, y: d.ptr, ys: int64(d.stride), yY: int64(vdim), T: T, wY: int64(vdim), ny: H,
 		xRows: int64(H), xY: 1, xDiv: 1})
 }
@@ -1269,9 +1267,9 @@ const (
 
 // router8 reports whether moe_router8 serves a router of E experts over K
 // values: a fused step on Hopper (clusters), E a multiple of routerCluster
-// up to routerCluster·router8Experts, K up to 2048 (kernels/router.cu). The unfused step keeps moe_router, which
-// sums every logit in the same order, so the fused-as-unfused tests check
-// the two give the same bits.
+// up to routerCluster·router8Experts, K up to 2048 (kernels/router.cu).
+// The unfused step keeps moe_router, which sums every logit in the same
+// order, so the fused-as-unfused tests check the two give the same bits.
 func (b *Backend) router8(E, K int) bool {
 	return !b.NoFusion && b.clusters() && E%routerCluster == 0 && E <= routerCluster*router8Experts && K <= 2048
 }

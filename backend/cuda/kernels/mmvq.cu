@@ -62,13 +62,13 @@ struct MQ {
 };
 
 // quant_row rounds one row of L activations (RMS-normalised first when nw
-// is set) into 8-bit blocks: mode ROUND_Q8_0 (q, f16-rounded scales d), or
-// ROUND_Q8_K (q, float scales d, sums of 16 in bs). Thread c owns the 32 values
-// [32c, 32c+32) (and c + blockDim.x after them): all its loads are issued
-// at once and the row is read once, so the whole rounding costs about one
-// memory round trip. Every thread of the block must call it; red holds 32
-// floats; L ≤ 64·blockDim.x. Mode 4 leaves pad bytes after each block's
-// quants (see mmvk1).
+// is set) into 8-bit blocks: mode ROUND_Q8_0 (q, f16-rounded scales d),
+// or ROUND_Q8_K (q, float scales d, sums of 16 in bs), which leaves pad
+// bytes after each 256-value block's quants (see mmvk1). Thread c owns the
+// 32 values [32c, 32c+32) (and c + blockDim.x after them): all its loads
+// are issued at once and the row is read once, so the whole rounding costs
+// about one memory round trip. Every thread of the block must call it; red
+// holds 32 floats; L ≤ 64·blockDim.x.
 __device__ __forceinline__ void quant_row(const float* x, int L, const float* nw, float eps, int mode, i8* qr, float* dr, int* br, float* red,
                                           int pad = 0) {
     const int nc = L / 32;

@@ -144,8 +144,8 @@ extern "C" __global__ void __launch_bounds__(256) moe_router(int* ids, float* wt
 // E a multiple of ROUTER_CLUSTER, rows of K ≤ 2048 (two 16-byte pieces a
 // thread): token blockIdx.x's experts go to a thread block cluster of
 // ROUTER_CLUSTER (both from the Go side, fixedDefines), block c (its rank)
-// taking E/ROUTER_CLUSTER of them, whose pieces each thread holds in registers, loaded before the
-// wait. The logits meet in block 0's shared memory through the cluster
+// taking E/ROUTER_CLUSTER of them, whose pieces each thread holds in
+// registers, loaded before the wait. The logits meet in block 0's shared memory through the cluster
 // (distributed shared memory), where moe_router's last block found them
 // after a fence, a global counter and a round trip to L2; block 0 then
 // routes. Each logit is summed as moe_router sums it (a thread's pieces in
