@@ -218,6 +218,16 @@ type Ops interface {
 	MoE(dst, h Tensor, w *MoE, r *Routing)
 }
 
+// Planner is a Backend that compiles its kernels for the model at load,
+// once the model has shown it a decode step: Plan calls step, which records
+// one one-token forward pass that never runs (Begin and the pass's
+// operations, nothing read), so that the load waits only for the kernels a
+// decode step launches and those any pass may need. A model calls Plan
+// once, after Cache.
+type Planner interface {
+	Plan(step func() error) error
+}
+
 // Compiler is a Backend that compiles some of its kernels in the
 // background after load; WaitCompiles returns once they are done, so that
 // what is timed next holds no compile.

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
-	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/latent-ai/latent/quant"
 )
 
 // The kernels compile with NVRTC for Hopper at the three target models'
@@ -19,13 +20,16 @@ func TestKernelsCompile(t *testing.T) {
 		t.Skipf("no NVRTC here: %v", err)
 	}
 	t.Setenv("LATENT_KERNEL_CACHE", t.TempDir())
-	var types []string
-	for _, n := range deviceTypes {
-		types = append(types, "X("+n+")")
+	b := &Backend{types: map[quant.Type]bool{}, kv: &kvCache{width: 576, esize: 2}, kvl: 512,
+		weights: []*weight{{name: "blk.0.ffn_down.weight", typ: quant.Q4_0, dims: []uint64{11008, 2048}}}}
+	for typ := range deviceTypes {
+		b.types[typ] = true
 	}
-	sort.Strings(types)
-	defs := fmt.Sprintf("#define CACHE_W 576\n#define KV_LORA 512\n#define CACHE_HALF 1\n#define MAX_K 11008\n#define WEIGHT_TYPES(X) %s\n#define FAST_TYPES(X) X(T_Q4_0) X(T_Q8_0) X(T_Q4_K) X(T_Q5_K) X(T_Q6_K)\n", strings.Join(types, " ")) + fixedDefines
-	us := append(units([]string{"T_Q4_0", "T_Q8_0", "T_Q4_K", "T_Q5_K", "T_Q6_K"}, true), mlaUnit(1), mlaUnit(2))
+	defs, fast := b.shapeDefines()
+	if !slices.Equal(fast, []string{"T_Q4_0", "T_Q4_K", "T_Q5_K", "T_Q6_K", "T_Q8_0"}) {
+		t.Fatalf("fast types %v", fast)
+	}
+	us := append(units(fast, true), mlaUnit(1), mlaUnit(2))
 	start := time.Now()
 	bins, hits, err := compileModules(defs, us, "sm_90", "test")
 	if err != nil {
@@ -55,7 +59,12 @@ func TestKernelsCompile(t *testing.T) {
 			seen[k] = us[i].name
 		}
 	}
-	for _, k := range []string{"rmsnorm", "quant_act", "mmv1_1_2_0_T_Q4_0", "mmvq1_T_Q6_K", "mmvq8_T_Q4_K", "attn_decode_T_Q8_0_T_Q8_0", "mla_decode2_T_Q4_0_T_Q4_0", "gemm_T_F16"} {
+	for _, k := range []string{"gemv_T_Q4_0", "gemm_T_Q6_K"} { // the fast types' products are mmv1's, mmvk1's and mmvq8's
+		if seen[k] != "" {
+			t.Errorf("unit %s holds %s, which no product launches", seen[k], k)
+		}
+	}
+	for _, k := range []string{"rmsnorm", "quant_act", "mmv1_1_2_0_T_Q4_0", "mmv1_1_2_1_T_Q8_0", "mmvk1_T_Q6_K", "mmvk1g_T_Q4_K", "mmvq8_T_Q4_K", "attn_decode_T_Q8_0_T_Q8_0", "mla_decode2_T_Q4_0_T_Q4_0", "gemm_T_F16", "embed_T_Q4_0"} {
 		if seen[k] == "" {
 			t.Errorf("no unit holds %s", k)
 		}

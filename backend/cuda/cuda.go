@@ -74,9 +74,11 @@ type Backend struct {
 	kvl              int             // latent width (kv_lora) of the cache rows
 	qcache           []quantEntry
 
-	bigShared map[uintptr]int // kernels whose dynamic shared memory limit was raised
-	counters  uintptr         // zeroed per-token counters for last-block-done kernels, then mla_decode's grid barrier
-	mla       *mlaBuffers     // mla_decode's scratch (one allocation from qh), made at load where it serves
+	bigShared map[uintptr]int  // kernels whose dynamic shared memory limit was raised
+	kernelIDs map[string]int32 // see kernelID
+	fns       []uintptr        // by kernel id: its function, once resolved
+	counters  uintptr          // zeroed per-token counters for last-block-done kernels, then mla_decode's grid barrier
+	mla       *mlaBuffers      // mla_decode's scratch (one allocation from qh), made at load where it serves
 	// a batch's attention buffers, which every layer reuses (layerBuffer):
 	// attn_partial's split states, the queries' latents, the merged latents
 	states, query, olat chunk
@@ -124,7 +126,7 @@ type Compile struct {
 	Seconds float64 // wall time of compiling or reading the cache
 	Modules int
 	Cached  int // modules read from the disk cache
-	Later   int // modules compiled in the background after load (mla_decode's, an output-only type's eight-token products, a dense model's routing), not in Seconds
+	Later   int // modules compiled in the background after load (the one-token products the decode step does not launch, mla_decode's, an output-only type's eight-token products, a dense model's routing), not in Seconds
 }
 
 // New opens device 0 (or the device named by ordinal) and starts the
@@ -143,7 +145,8 @@ func New(ordinal int) (*Backend, error) {
 	}
 	b := &Backend{d: d, work: make(chan func()), done: make(chan struct{}), types: map[quant.Type]bool{}, HalfCache: half, MLAFrom: -1,
 		graphs: map[uint64]uintptr{}, ropes: map[*float32]uintptr{}, bigShared: map[uintptr]int{}, mmv1Names: map[[4]int]string{},
-		pdl: d.cuLaunchKernelEx != 0}
+		kernelIDs: map[string]int32{},
+		pdl:       d.cuLaunchKernelEx != 0}
 	started := make(chan error)
 	go b.loop(ordinal, started)
 	if err := <-started; err != nil {
@@ -440,8 +443,9 @@ func (k *kvCache) layer(l int) uintptr {
 	return k.ptr + uintptr(int64(l)*int64(k.positions)*int64(k.width)*k.esize)
 }
 
-// Cache allocates the latent cache for the whole context and compiles the
-// kernels for the model's shapes (all weights are known by now).
+// Cache allocates the latent cache for the whole context. The kernels,
+// specialised for the model's shapes (all weights are known by now),
+// compile next: at Plan, or before the first pass runs.
 func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
 	if layers <= 0 || positions <= 0 || width <= 0 {
 		return nil, fmt.Errorf("cuda: cannot allocate a cache of %d layers × %d positions × %d", layers, positions, width)
@@ -473,9 +477,6 @@ func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
 	b.kv = k
 	b.kvl = b.latentWidth()
 	if err := b.allocMLA(); err != nil {
-		return nil, err
-	}
-	if err := b.compile(); err != nil {
 		return nil, err
 	}
 	return k, nil
@@ -598,7 +599,7 @@ func (b *Backend) RowsOf(t backend.Tensor, row, rows int) backend.Tensor {
 // recycled, and tokens and positions staged for the device.
 func (b *Backend) Begin(tokens, pos []int32) {
 	if len(b.launches) > 0 {
-		b.run(b.flush)
+		b.flushPass()
 	}
 	if len(tokens) != len(pos) {
 		panic(fmt.Sprintf("cuda: begin: %d tokens, %d positions", len(tokens), len(pos)))
@@ -656,6 +657,7 @@ func (b *Backend) Read(t backend.Tensor, dst []float32) {
 // readBack runs the pass's pending work and copies n bytes at src to the
 // start of the pinned staging buffer.
 func (b *Backend) readBack(src uintptr, n int64) error {
+	b.resolve()
 	var err error
 	b.run(func() {
 		b.flush()

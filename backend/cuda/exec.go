@@ -33,32 +33,37 @@ type unit struct {
 	name, file, defs string
 	batchOf          string // the device type whose eight-token products it holds (an mmvq8 unit), or ""
 	moe              bool   // only mixture-of-experts layers launch its kernels (the routing)
+	oneToken         bool   // it holds one one-token product kernel, its name's (an mmv1 variant, an mmvk1 walk)
 }
 
 // moduleHeaders are the headers a file needs besides common.cuh.
 var moduleHeaders = map[string][]string{"mmvq.cu": {"dot.cuh"}, "attention.cu": {"dot.cuh"}}
 
+// mmvqLists are mmvq.cu's lists of the kernels a unit holds, and what each
+// is in a unit that holds none of them.
+var mmvqLists = []struct{ macro, none string }{
+	{"UNIT_QUANT_ACT", "0"}, {"UNIT_MMV1(K)", ""}, {"UNIT_MMVK1(X)", ""}, {"UNIT_MMVK1G(X)", ""}, {"UNIT_MMVQ8(X)", ""},
+}
+
 // units are the programs for a model with the given fast weight types
-// (device names: T_Q4_0, ...) and attn_decode (where it serves), compiled
-// in parallel; mla_decode's (mlaUnit) compiles after them, and so do an
-// eight-token unit only the output's type needs (compile, batchTypes) and
-// a dense model's routing unit (routes). A
-// cold start waits for the slowest unit, so the costly ones are split:
-// each type's mmvq1 and mmvq8 products, attn_decode and the MoE routing
-// are units of their own, a type's mmv1 variants mmv1PerUnit to a unit.
-// One-token Q4_0 and Q8_0 products are always mmv1's (mqLaunch), so those
-// types get no mmvq1 unit.
+// (device names: T_Q4_0, ...) and attn_decode (where it serves). A cold
+// start waits for the slowest unit, and compiling them side by side slows
+// each, so the costly kernels are units of their own (each type's mmvq8
+// products, attn_decode, the MoE routing) and so is every one-token product
+// kernel (each mmv1 variant mqLaunch can pick for Q4_0 and Q8_0, mmvk1's
+// one-matrix and gate/up walks for the K-quants): compile waits only for
+// those the model's decode step launches (Plan), and for the others that
+// every pass may need; the rest compile in the background.
 func units(fast []string, decode bool) []unit {
-	// mmvqUnit holds quant_act (when qa), type t's kernels of the kinds
-	// named (mmvq1, mmvq8) and the mmv1 kernel mmv1 names (its UNIT_MMV1).
-	mmvqUnit := func(name string, qa bool, t string, mmv1 string, kinds ...string) unit {
-		defs := fmt.Sprintf("#define UNIT_QUANT_ACT %d\n#define UNIT_MMV1(K) %s\n", b2i(qa), mmv1)
-		for _, k := range []string{"mmvq1", "mmvq8"} {
-			list := ""
-			if slices.Contains(kinds, k) {
-				list = "X(" + t + ")"
+	// mmvqUnit holds mmvq.cu's kernels of the list macro names.
+	mmvqUnit := func(name, macro, list string) unit {
+		defs := ""
+		for _, l := range mmvqLists {
+			v := l.none
+			if l.macro == macro {
+				v = list
 			}
-			defs += fmt.Sprintf("#define UNIT_%s(X) %s\n", strings.ToUpper(k), list)
+			defs += fmt.Sprintf("#define %s %s\n", l.macro, v)
 		}
 		return unit{name: name, file: "mmvq.cu", defs: defs}
 	}
@@ -67,50 +72,41 @@ func units(fast []string, decode bool) []unit {
 		{name: "router", file: "router.cu", moe: true},
 		{name: "matmul", file: "matmul.cu"},
 		{name: "attention", file: "attention.cu"},
-		mmvqUnit("quant_act", true, "", ""),
+		mmvqUnit("quant_act", "UNIT_QUANT_ACT", "1"),
 	}
 	if decode {
 		us = append(us, unit{name: "attn_decode", file: "attention.cu", defs: "#define UNIT_DECODE 1\n"})
 	}
 	for _, t := range fast {
+		var one []unit
 		if vs := mmv1Variants(t); vs != nil {
-			ks := make([]string, (len(vs)+mmv1PerUnit-1)/mmv1PerUnit)
-			for i, v := range vs {
-				ks[i/mmv1PerUnit] += fmt.Sprintf("K(%s, %d, %d, %d, _%s) ", t, v[0], v[1], v[2], t)
-			}
-			for i, k := range ks {
-				us = append(us, mmvqUnit(mmv1UnitName(i, t), false, t, k))
+			for _, v := range vs {
+				one = append(one, mmvqUnit(mmv1Kernel(v[0], v[1], v[2], t), "UNIT_MMV1(K)", fmt.Sprintf("K(%s, %d, %d, %d, _%s)", t, v[0], v[1], v[2], t)))
 			}
 		} else {
-			us = append(us, mmvqUnit("mmvq1_"+t, false, t, "", "mmvq1"))
+			one = append(one, mmvqUnit(mmvk1Kernel(t, false), "UNIT_MMVK1(X)", "X("+t+")"), mmvqUnit(mmvk1Kernel(t, true), "UNIT_MMVK1G(X)", "X("+t+")"))
 		}
-		u := mmvqUnit("mmvq8_"+t, false, t, "", "mmvq8")
+		for _, u := range one {
+			u.oneToken = true
+			us = append(us, u)
+		}
+		u := mmvqUnit("mmvq8_"+t, "UNIT_MMVQ8(X)", "X("+t+")")
 		u.batchOf = t
 		us = append(us, u)
 	}
 	return us
 }
 
-// mmv1PerUnit is how many of a type's mmv1 variants one unit compiles:
-// each unit parses mmvq.cu again (about 0.3 s of a variant's 0.6 s on the
-// H200), and a cold start's units run side by side on the cores, so pairs
-// cut the work without making a unit the slowest (BENCHMARKS.md).
-const mmv1PerUnit = 2
-
-// mmv1UnitName names the i-th unit of type t's mmv1 variants: variant j of
-// mmv1Variants(t) is in unit j / mmv1PerUnit.
-func mmv1UnitName(i int, t string) string { return fmt.Sprintf("mmv1u%d_%s", i, t) }
-
-// mmv1UnitOf maps every mmv1 kernel name to its unit (for unitOf).
-var mmv1UnitOf = sync.OnceValue(func() map[string]string {
-	units := map[string]string{}
-	for _, t := range deviceTypes {
-		for j, v := range mmv1Variants(t) {
-			units[mmv1Kernel(v[0], v[1], v[2], t)] = mmv1UnitName(j/mmv1PerUnit, t)
-		}
-	}
-	return units
-})
+// waited reports whether a load waits for u's compile, given the one-token
+// products' kernels the decode step launched (nil: no Plan, all of them),
+// the types of the layers' matrices (batchTypes) and whether the model has
+// mixture-of-experts layers (routes). It does not for a one-token product
+// the step did not launch, an eight-token unit of a type only the output
+// has (its batch product runs only for a request of every token's logits),
+// or a dense model's routing.
+func (u unit) waited(launched, batch map[string]bool, moe bool) bool {
+	return !(u.oneToken && launched != nil && !launched[u.name] || u.batchOf != "" && !batch[u.batchOf] || u.moe && !moe)
+}
 
 // mlaUnit is mla_decode's unit for MT row tiles of 16 heads.
 func mlaUnit(mt int) unit {
@@ -131,28 +127,30 @@ func (b *Backend) latentWidth() int {
 }
 
 // shapeDefines specialises the kernels for this model: the cache row, the
-// latent width, the cache's element type and the weight types present (and
-// the fast ones by name, for units).
+// latent width, the cache's element type and the weight types present,
+// those with integer-dot kernels (fast) and those without (slow), and the
+// fast ones by name, for units.
 func (b *Backend) shapeDefines() (defs string, fastNames []string) {
-	kvl := b.kvl
-	var types []string
+	var slow []string
 	for t := range b.types {
-		types = append(types, fmt.Sprintf("X(%s)", deviceTypes[t]))
-	}
-	sort.Strings(types)
-	half := 0
-	if b.kv.esize == 2 {
-		half = 1
-	}
-	var fast []string
-	for t := range b.types {
-		if fastTypes[t] {
+		if !fastTypes[t] {
+			slow = append(slow, deviceTypes[t])
+		} else {
 			fastNames = append(fastNames, deviceTypes[t])
 		}
 	}
+	sort.Strings(slow)
 	sort.Strings(fastNames)
-	for _, n := range fastNames {
-		fast = append(fast, fmt.Sprintf("X(%s)", n))
+	list := func(names []string) string {
+		var xs []string
+		for _, n := range names {
+			xs = append(xs, "X("+n+")")
+		}
+		return strings.Join(xs, " ")
+	}
+	half := 0
+	if b.kv.esize == 2 {
+		half = 1
 	}
 	maxK := 256
 	for _, w := range b.weights {
@@ -160,8 +158,9 @@ func (b *Backend) shapeDefines() (defs string, fastNames []string) {
 			maxK = max(maxK, (w.dim(0)+255)&^255)
 		}
 	}
-	return fmt.Sprintf("#define CACHE_W %d\n#define KV_LORA %d\n#define CACHE_HALF %d\n#define MAX_K %d\n#define WEIGHT_TYPES(X) %s\n#define FAST_TYPES(X) %s\n",
-		b.kv.width, kvl, half, maxK, strings.Join(types, " "), strings.Join(fast, " ")) + fixedDefines, fastNames
+	all := slices.Sorted(slices.Values(append(slices.Clone(slow), fastNames...)))
+	return fmt.Sprintf("#define CACHE_W %d\n#define KV_LORA %d\n#define CACHE_HALF %d\n#define MAX_K %d\n#define WEIGHT_TYPES(X) %s\n#define FAST_TYPES(X) %s\n#define SLOW_TYPES(X) %s\n",
+		b.kv.width, b.kvl, half, maxK, list(all), list(fastNames), list(slow)) + fixedDefines, fastNames
 }
 
 // fixedDefines give the kernels the sizes the Go side uses: the draw
@@ -176,13 +175,46 @@ var fixedDefines = fmt.Sprintf("#define DRAW_SLICE %d\n#define DRAW_MERGE %d\n#d
 	drawSlice, drawMerge, backend.MaxDrawTopK, q6kSlot, attWarps, mlaTile, mlaPad, mlaQCopies, mmvk1QuantStride, routerCluster, router8Experts,
 	mmv1BlocksPerSM, mmvk1BlocksPerSM, roundNone, roundF16, roundBF16, roundQ8_0, roundQ8_K)
 
-// compile builds (or reads from the disk cache) every module in parallel
-// and loads them on the device; mla_decode's unit, where allocMLA made its
-// scratch (no step needs it before MLAFrom positions), and the eight-token
-// units only the output's type needs (batchTypes) compile afterwards in the
-// background, so that a cold start waits for fewer units.
-func (b *Backend) compile() error {
+// Plan records the model's decode step (step: a one-token pass, which
+// never runs) and compiles the kernels: the units of the one-token products
+// that step launches, with those any pass may need, before it returns; the
+// other one-token products' units afterwards, in the background, where a
+// pass that launches one waits for it (backend.Planner). The recording is
+// counted in Compiled's Seconds. Without a Plan, the first pass to run
+// compiles every unit (resolve).
+func (b *Backend) Plan(step func() error) error {
+	if b.kv == nil {
+		return fmt.Errorf("cuda: plan before the cache was allocated")
+	}
+	if b.kernels != nil {
+		return fmt.Errorf("cuda: plan after the kernels were compiled")
+	}
 	start := time.Now()
+	err := step()
+	launched := map[string]bool{}
+	for _, l := range b.launches {
+		launched[l.name] = true
+	}
+	b.discard()
+	if err != nil {
+		return fmt.Errorf("plan a decode step: %w", err)
+	}
+	return b.compile(launched, start)
+}
+
+// discard drops the recorded pass without running it.
+func (b *Backend) discard() {
+	b.launches, b.args = b.launches[:0], b.args[:0]
+	b.resetPass()
+	b.stagePending = false
+}
+
+// compile builds (or reads from the disk cache) the units a load waits for
+// (waited) in parallel and loads them on the device; mla_decode's unit,
+// where allocMLA made its scratch (no step needs it before MLAFrom
+// positions), and the others compile afterwards in the background.
+// Compiled's Seconds counts from start.
+func (b *Backend) compile(launched map[string]bool, start time.Time) error {
 	arch := fmt.Sprintf("sm_%d%d", b.info.Major, b.info.Minor)
 	devKey := fmt.Sprintf("%s cc%d.%d driver %d", b.info.Name, b.info.Major, b.info.Minor, b.info.Driver)
 	defs, fast := b.shapeDefines()
@@ -191,10 +223,10 @@ func (b *Backend) compile() error {
 	var us, later []unit
 	batch, moe := b.batchTypes(), b.routes()
 	for _, u := range units(fast, b.attnDecodes() && H > 0) {
-		if u.batchOf != "" && !batch[u.batchOf] || u.moe && !moe {
-			later = append(later, u)
-		} else {
+		if u.waited(launched, batch, moe) {
 			us = append(us, u)
+		} else {
+			later = append(later, u)
 		}
 	}
 	bins, hits, err := compileModules(defs, us, arch, devKey)
@@ -346,15 +378,10 @@ func compileModules(defs string, us []unit, arch, devKey string) (bins [][]byte,
 // unitOf is the name of the unit defining kernel name.
 func unitOf(name string) string {
 	switch {
-	case strings.HasPrefix(name, "mmvq1_"), strings.HasPrefix(name, "mmvq8_"):
+	case strings.HasPrefix(name, "mmvq8_"), strings.HasPrefix(name, "mmv1_"), strings.HasPrefix(name, "mmvk1"): // a unit each, named as it
 		return name
 	case strings.HasPrefix(name, "gemv_"), strings.HasPrefix(name, "gemm_"), strings.HasPrefix(name, "embed_"):
 		return "matmul"
-	case strings.HasPrefix(name, "mmv1_"):
-		if u, ok := mmv1UnitOf()[name]; ok {
-			return u
-		}
-		return name
 	case strings.HasPrefix(name, "moe_route"): // moe_route, moe_router, moe_router8
 		return "router"
 	case name == "quant_act":
@@ -430,8 +457,11 @@ func (b *Backend) lookup(name string) (uintptr, error) {
 
 // launch is one recorded kernel launch. Every parameter takes one 8-byte
 // slot of args; a kernel taking one struct (MV) gets all its slots as one.
+// A launch names its kernel (id, name) while recorded; its function is
+// found before it runs (resolve).
 type launch struct {
-	fn          uintptr
+	fn          uintptr // 0 until resolved
+	id          int32   // kernelID(name)
 	name        string
 	grid, block [3]uint32
 	a0, n       int
@@ -478,31 +508,67 @@ func grid3(x, y, z int) [3]uint32 {
 
 // record appends a launch of kernel name.
 func (b *Backend) record(name string, grid, block [3]uint32, bytes int64, args ...uint64) {
-	if b.kernels == nil {
+	if b.kv == nil {
 		panic("cuda: a pass before the cache was allocated")
 	}
 	if b.pendStore != nil { // something other than its attention came next
 		b.launches[b.pendStore.launch].skip = false
 		b.pendStore = nil
 	}
-	b.launches = append(b.launches, launch{fn: b.function(name), name: name, grid: grid, block: block,
+	b.launches = append(b.launches, launch{id: b.kernelID(name), name: name, grid: grid, block: block,
 		a0: len(b.args), n: len(args), bytes: bytes})
 	b.args = append(b.args, args...)
 }
 
-// withShared gives the last launch n bytes of dynamic shared memory (see
-// withSharedAt).
-func (b *Backend) withShared(n int) { b.withSharedAt(len(b.launches)-1, n) }
+// kernelID numbers the kernels by name, so that a recorded launch names its
+// kernel without its unit having compiled (Plan records a step first): the
+// launches compare and hash their kernels by it, and resolve finds its
+// function (fns) once, before the first launch of it runs.
+func (b *Backend) kernelID(name string) int32 {
+	id, ok := b.kernelIDs[name]
+	if !ok {
+		id = int32(len(b.fns))
+		b.kernelIDs[name] = id
+		b.fns = append(b.fns, 0)
+	}
+	return id
+}
 
-// withSharedAt gives launch i n bytes of dynamic shared memory, raising the
-// kernel's limit first when n is past the default 48 KiB.
-func (b *Backend) withSharedAt(i, n int) {
-	l := &b.launches[i]
-	l.shmem = uint32(n)
-	if err := b.setShared(l.fn, n); err != nil {
-		panic(fmt.Errorf("cuda: %s needs %d bytes of shared memory: %w", l.name, n, err))
+// resolve sets every recorded launch's function, waiting for a unit that
+// still compiles in the background (and compiling every unit first where
+// no Plan did), and raises a kernel's limit of dynamic shared memory where
+// a launch asks past it. It runs before the recorded launches go to the
+// context's thread (flushPass, readBack, queueAnswer), where a lookup,
+// which runs there itself, cannot.
+func (b *Backend) resolve() {
+	if b.kernels == nil && len(b.launches) > 0 {
+		if err := b.compile(nil, time.Now()); err != nil {
+			panic(fmt.Errorf("cuda: %w", err))
+		}
+	}
+	for i := range b.launches {
+		l := &b.launches[i]
+		if l.fn != 0 {
+			continue
+		}
+		if b.fns[l.id] == 0 {
+			b.fns[l.id] = b.function(l.name)
+		}
+		l.fn = b.fns[l.id]
+		if err := b.setShared(l.fn, int(l.shmem)); err != nil {
+			panic(fmt.Errorf("cuda: %s needs %d bytes of shared memory: %w", l.name, l.shmem, err))
+		}
 	}
 }
+
+// flushPass runs the recorded launches and waits for them.
+func (b *Backend) flushPass() {
+	b.resolve()
+	b.run(b.flush)
+}
+
+// withShared gives the last launch n bytes of dynamic shared memory.
+func (b *Backend) withShared(n int) { b.launches[len(b.launches)-1].shmem = uint32(n) }
 
 // setShared lifts kernel fn's limit of dynamic shared memory to n bytes
 // where n is past the default 48 KiB.
@@ -537,7 +603,7 @@ func (b *Backend) signature() uint64 {
 		if l.skip {
 			continue
 		}
-		mix(uint64(l.fn))
+		mix(uint64(l.id))
 		mix(uint64(l.grid[0]) | uint64(l.grid[1])<<32)
 		mix(uint64(l.grid[2]) | uint64(l.block[0])<<32)
 		mix(uint64(l.n) | uint64(l.shmem)<<32)
@@ -555,6 +621,9 @@ func (b *Backend) issue() error {
 		l := &b.launches[i]
 		if l.skip {
 			continue
+		}
+		if l.fn == 0 {
+			return fmt.Errorf("launch %s: its kernel was not resolved", l.name)
 		}
 		if cap(b.ptrs) < l.n {
 			b.ptrs = make([]uintptr, l.n+64)

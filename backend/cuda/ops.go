@@ -400,7 +400,7 @@ func mmv1Words(t quant.Type) int {
 }
 
 // mmv1Kernel is the name of mmv1's kernel for variant (G, JC, D) and
-// device type t (its unit: mmv1UnitName).
+// device type t (the unit holding it is named as it).
 func mmv1Kernel(g, jc, d int, t string) string { return fmt.Sprintf("mmv1_%d_%d_%d_%s", g, jc, d, t) }
 
 // mmv1Variants are the (G, JC, D) of every mmv1 kernel mqLaunch can pick
@@ -475,7 +475,7 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 		if m.xsrc != 0 { // each 256-value block: its quants (padded), its scale, its 16 sums
 			shmem = int(m.inputLen()/256) * (mmvk1QuantStride + 4 + 64)
 		}
-		return mmvq1Names()[m.typ], grid3(gx, m.ny, 1), shmem
+		return mmvk1Names()[m.typ][b2i(m.w2 != 0)], grid3(gx, m.ny, 1), shmem
 	}
 	rpw := 1
 	if m.typ != quant.Q4_0 && m.typ != quant.Q8_0 {
@@ -484,12 +484,21 @@ func (b *Backend) mqLaunch(m *mq) (name string, grid [3]uint32, shmem int) {
 	return "mmvq8_" + deviceTypes[m.typ], grid3(ceilDiv(int(m.N), 8*rpw), m.ny, ceilDiv(int(m.T), 8)), 0
 }
 
-// mmvq1Names are the K-quants' one-token kernels (mmvk1's) by weight type,
-// named once: every token records every launch again.
-var mmvq1Names = sync.OnceValue(func() map[quant.Type]string {
-	names := map[quant.Type]string{}
+// mmvk1Kernel is mmvk1's kernel for device type t: its one-matrix walk, or
+// with gateUp its gate/up walk (the unit holding it is named as it).
+func mmvk1Kernel(t string, gateUp bool) string {
+	if gateUp {
+		return "mmvk1g_" + t
+	}
+	return "mmvk1_" + t
+}
+
+// mmvk1Names are the K-quants' one-token kernels by weight type, one-matrix
+// then gate/up, named once: every token records every launch again.
+var mmvk1Names = sync.OnceValue(func() map[quant.Type][2]string {
+	names := map[quant.Type][2]string{}
 	for t, n := range deviceTypes {
-		names[t] = "mmvq1_" + n
+		names[t] = [2]string{mmvk1Kernel(n, false), mmvk1Kernel(n, true)}
 	}
 	return names
 })
@@ -1110,7 +1119,7 @@ func (b *Backend) fuseGateUp(d, g, u *tensor) bool {
 	}
 	l1, l2 := &b.launches[n-2], &b.launches[n-1]
 	m1, m2 := l1.mq, l2.mq
-	if m1 == nil || m2 == nil || l1.skip || l2.skip || l1.fn != l2.fn || m1.xq != m2.xq || m1.in != m2.in || m1.mode != m2.mode || m1.K != m2.K || m1.N != m2.N ||
+	if m1 == nil || m2 == nil || l1.skip || l2.skip || l1.id != l2.id || m1.xq != m2.xq || m1.in != m2.in || m1.mode != m2.mode || m1.K != m2.K || m1.N != m2.N ||
 		m1.acc != 0 || m2.acc != 0 || m1.ids != 0 || m2.ids != 0 || m1.w2 != 0 || m2.w2 != 0 || m1.rowBytes != m2.rowBytes ||
 		m1.y != g.ptr || m2.y != u.ptr || m1.ys != int64(g.stride) || m2.ys != int64(u.stride) || int(m1.N) != d.cols {
 		return false
@@ -1130,8 +1139,7 @@ func (b *Backend) relaunch(i int) {
 	l := &b.launches[i]
 	b.rewriteArgs(i)
 	name, grid, shmem := b.mqLaunch(l.mq)
-	l.fn, l.name, l.grid = b.function(name), name, grid
-	b.withSharedAt(i, shmem)
+	l.id, l.name, l.grid, l.shmem = b.kernelID(name), name, grid, uint32(shmem)
 }
 
 // rewriteArgs records launch i's product parameters again, after a fusion

@@ -148,6 +148,7 @@ func (b *Backend) oneRow(t backend.Tensor, op string) *tensor {
 // event; a draw's numbers, if any, are uploaded first for pick_draw.
 func (b *Backend) queueAnswer(a *drawArgs) backend.Pending {
 	s := b.takeSlot()
+	b.resolve()
 	var err error
 	b.run(func() {
 		d := b.d

@@ -51,13 +51,13 @@ func (p *profiler) after(b *Backend, ev0 uintptr, l *launch) {
 func (b *Backend) Profile(pass func()) (out []KernelTime, err error) {
 	p := &profiler{}
 	if len(b.launches) > 0 {
-		b.run(b.flush)
+		b.flushPass()
 	}
 	b.prof = p
 	defer func() { b.prof = nil }()
 	pass()
 	if len(b.launches) > 0 {
-		b.run(b.flush)
+		b.flushPass()
 	}
 	b.run(func() {
 		for _, r := range p.recs {

@@ -121,3 +121,45 @@ func TestRoutes(t *testing.T) {
 		}
 	}
 }
+
+// A load waits for the units any pass may need and for the one-token
+// products its decode step launched; the other one-token products, an
+// eight-token unit of an output-only type and a dense model's routing
+// compile in the background. Without a plan every one-token product is
+// waited for.
+func TestUnitsWaited(t *testing.T) {
+	us := map[string]unit{}
+	for _, u := range units([]string{"T_Q4_0", "T_Q6_K"}, true) {
+		us[u.name] = u
+	}
+	launched := map[string]bool{"mmv1_1_2_0_T_Q4_0": true, "mmvk1_T_Q6_K": true, "rmsnorm": true}
+	batch := map[string]bool{"T_Q4_0": true}
+	for _, c := range []struct {
+		unit     string
+		launched map[string]bool
+		moe      bool
+		want     bool
+	}{
+		{"basic", launched, true, true},
+		{"attn_decode", launched, true, true},
+		{"quant_act", launched, false, true},
+		{"mmv1_1_2_0_T_Q4_0", launched, true, true},
+		{"mmv1_4_2_0_T_Q4_0", launched, true, false},
+		{"mmv1_4_2_0_T_Q4_0", nil, true, true},
+		{"mmvk1_T_Q6_K", launched, true, true},
+		{"mmvk1g_T_Q6_K", launched, true, false},
+		{"mmvk1g_T_Q6_K", nil, true, true},
+		{"mmvq8_T_Q4_0", launched, true, true},
+		{"mmvq8_T_Q6_K", launched, true, false},
+		{"router", launched, true, true},
+		{"router", launched, false, false},
+	} {
+		u, ok := us[c.unit]
+		if !ok {
+			t.Fatalf("no unit %s", c.unit)
+		}
+		if got := u.waited(c.launched, batch, c.moe); got != c.want {
+			t.Errorf("unit %s (plan %v, moe %v): waited %v, want %v", c.unit, c.launched != nil, c.moe, got, c.want)
+		}
+	}
+}

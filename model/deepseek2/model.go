@@ -92,7 +92,22 @@ func New(f *gguf.File, c *Config, be backend.Backend, ctx int, progress func(don
 	if m.cache, err = be.Cache(c.DecoderLayers(), ctx, c.CacheRow()); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Name, err)
 	}
+	if p, ok := be.(backend.Planner); ok {
+		if err := p.Plan(m.planStep); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Name, err)
+		}
+	}
 	return m, nil
+}
+
+// planStep records a decode step for a backend.Planner (a pass over one
+// token at position 0 that nothing reads, so it never runs) and leaves the
+// sequence as it was.
+func (m *Model) planStep() error {
+	pos, chained := m.pos, m.chained
+	defer func() { m.pos, m.chained = pos, chained }()
+	_, _, err := m.pass([]int32{0}, false, nil)
+	return err
 }
 
 // Context is the number of positions the cache holds.

@@ -1,6 +1,7 @@
 // Matrix products with quantized weights read in their file encoding, one
-// instance per weight type the model uses (WEIGHT_TYPES). The activations
-// come pre-rounded by prep, so these multiply floats by decoded weights.
+// instance per weight type the model uses without an integer-dot kernel
+// (SLOW_TYPES). The activations come pre-rounded by prep, so these multiply
+// floats by decoded weights.
 
 // MV describes y (+)= x · Wᵀ for one or many problems (blockIdx.y or .z):
 // problem py uses weight rows from (ids ? ids[py] : py)·wY, input rows from
@@ -108,11 +109,16 @@ template <int TY> __device__ __forceinline__ void embed_impl(float* dst, i64 ds,
     for (int j = threadIdx.x; j < dim; j += blockDim.x) dst[blockIdx.x * ds + j] = deq<TY>(row, j, dim);
 }
 
-#define INSTANTIATE(TY)                                                                                      \
+// The products for the types without integer-dot kernels (SLOW_TYPES: the
+// fast ones always take mmv1, mmvk1 or mmvq8), the embedding lookup for
+// every type the model has.
+#define PRODUCTS(TY)                                                                                         \
     extern "C" __global__ void __launch_bounds__(256) gemv_##TY(MV p) { pdl_entry(); gemv_impl<TY>(p); }                  \
-    extern "C" __global__ void __launch_bounds__(256) gemm_##TY(MV p) { pdl_entry(); gemm_impl<TY>(p); }                  \
+    extern "C" __global__ void __launch_bounds__(256) gemm_##TY(MV p) { pdl_entry(); gemm_impl<TY>(p); }
+#define EMBED(TY)                                                                                            \
     extern "C" __global__ void embed_##TY(float* dst, i64 ds, const u8* table, i64 rowBytes, int dim, const int* tokens) { pdl_entry(); \
         embed_impl<TY>(dst, ds, table, rowBytes, dim, tokens);                                               \
     }
 
-WEIGHT_TYPES(INSTANTIATE)
+SLOW_TYPES(PRODUCTS)
+WEIGHT_TYPES(EMBED)

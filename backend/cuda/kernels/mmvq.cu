@@ -30,7 +30,7 @@ struct MQ {
     float eps;
     // the input's rounding: ROUND_Q8_K, where mmvk1 rounds it (it serves
     // only the K-quants). Read, not written as a constant: the constant's
-    // build of mmvq1_T_Q6_K (glm's output product) measured glm 0.3%
+    // build of glm's output product (then mmvq1_T_Q6_K) measured glm 0.3%
     // slower at an empty context, 358.1/358.4 -> 357.0/357.0 tok/s.
     int mode;
     // Weighted sum over picked experts (the MoE down projection): when nsum
@@ -755,20 +755,19 @@ template <int TY, bool DUAL> __device__ __forceinline__ void mmvk1_impl(const MQ
 }
 
 // The unit being compiled (exec.go's units) says which of this file's
-// kernels it holds: UNIT_QUANT_ACT whether quant_act, UNIT_MMVQ1 and
-// UNIT_MMVQ8 the types whose mmvq1 and mmvq8 kernels, UNIT_MMV1 its mmv1
-// variant (below).
-// mmvq1_<type> runs mmvk1 (K-quants only: UNIT_MMVQ1 lists the types mmv1
-// does not serve). MMVK1_BLOCKS and MMV1_BLOCKS, the blocks an SM holds,
-// come from the Go side (fixedDefines), which sizes the persistent grids.
-#define MMVQ1(TY) extern "C" __global__ void __launch_bounds__(256, MMVK1_BLOCKS) mmvq1_##TY(MQ p) { \
-        if (p.w2)                                                                   \
-            mmvk1_impl<TY, true>(p);                                                \
-        else                                                                        \
-            mmvk1_impl<TY, false>(p);                                               \
-    }
+// kernels it holds: UNIT_QUANT_ACT whether quant_act, UNIT_MMVK1 and
+// UNIT_MMVK1G the types whose mmvk1 kernels (one matrix, and gate/up),
+// UNIT_MMVQ8 the types whose mmvq8 kernels, UNIT_MMV1 its mmv1 variant
+// (below). mmvk1 serves the K-quants only (the types mmv1 does not); its
+// one-matrix and gate/up walks are two kernels, so that a model whose
+// decode step runs one of them compiles only that one. MMVK1_BLOCKS and
+// MMV1_BLOCKS, the blocks an SM holds, come from the Go side
+// (fixedDefines), which sizes the persistent grids.
+#define MMVK1(TY) extern "C" __global__ void __launch_bounds__(256, MMVK1_BLOCKS) mmvk1_##TY(MQ p) { mmvk1_impl<TY, false>(p); }
+#define MMVK1G(TY) extern "C" __global__ void __launch_bounds__(256, MMVK1_BLOCKS) mmvk1g_##TY(MQ p) { mmvk1_impl<TY, true>(p); }
 #define MMVQ8(TY) extern "C" __global__ void __launch_bounds__(256) mmvq8_##TY(MQ p) { pdl_entry(); mmvq_impl<TY, 8>(p); }
-UNIT_MMVQ1(MMVQ1)
+UNIT_MMVK1(MMVK1)
+UNIT_MMVK1G(MMVK1G)
 UNIT_MMVQ8(MMVQ8)
 
 // ---- One token, Q4_0 and Q8_0 weights: mmv1 ----
@@ -999,10 +998,10 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
 }
 
 // (mmv1_impl calls pdl_entry itself, after its first weight loads unless
-// its ids may come from the kernel before). A unit holds a few variants,
-// UNIT_MMV1(K) = K(type, G, JC, D, name suffix) K(...): exec.go's units
-// spread the variants mqLaunch can pick over several programs, so that a
-// cold start's compiles run side by side.
+// its ids may come from the kernel before). A unit holds one variant,
+// UNIT_MMV1(K) = K(type, G, JC, D, name suffix): exec.go's units give each
+// variant mqLaunch can pick a program of its own, so that a cold start
+// compiles only those the model's decode step launches, side by side.
 #define MMV1_KERNEL(TY, G, JC, D, NAME) \
     extern "C" __global__ void __launch_bounds__(256, MMV1_BLOCKS) mmv1_##G##_##JC##_##D##NAME(MQ p) { mmv1_impl<TY, G, JC, D>(p); }
 UNIT_MMV1(MMV1_KERNEL)

@@ -1,0 +1,68 @@
+package cuda_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/latent-ai/latent/backend/cuda"
+	"github.com/latent-ai/latent/model"
+	"github.com/latent-ai/latent/synth"
+)
+
+// A load compiles, before it returns, the unit of every kernel that a
+// prompt and the decode step after it launch: the plan's recorded step
+// picked the one-token products among them (only those), and the other
+// one-token products' units compile in the background.
+func TestPlanCompilesTheDecodeStep(t *testing.T) {
+	needGPU(t)
+	for _, c := range []struct {
+		preset string
+		format synth.Format
+	}{
+		{"youtu-llm-2b", synth.Q4_0}, {"deepseek-v2-lite", synth.Q4_0}, {"glm-4.7-flash", synth.Q4_0}, {"glm-4.7-flash", synth.Q4_K_M},
+	} {
+		t.Run(fmt.Sprintf("%s-%d", c.preset, c.format), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.gguf")
+			if _, _, err := synth.WriteFile(context.Background(), path, synth.Options{Preset: c.preset, Format: c.format, Layers: 2, Seed: 3, Workers: 8}); err != nil {
+				t.Fatal(err)
+			}
+			lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lm.Close()
+			b := lm.Backend.(*cuda.Backend)
+			loaded, background := b.LoadedUnits(), b.BackgroundUnits()
+			if !slices.ContainsFunc(background, func(u string) bool { return strings.HasPrefix(u, "mmv1_") || strings.HasPrefix(u, "mmvk1") }) {
+				t.Errorf("no one-token product's unit left to the background (%v): the plan picked nothing out", background)
+			}
+			m := lm.Model
+			var ferr error
+			times, err := b.Profile(func() {
+				if _, ferr = m.Forward(iota32(20), false); ferr == nil {
+					_, ferr = m.ForwardArgmax([]int32{7})
+				}
+			})
+			if err == nil {
+				err = ferr
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for _, k := range times {
+				if u := cuda.UnitOf(k.Name); !loaded[u] && !seen[k.Name] {
+					seen[k.Name] = true
+					t.Errorf("kernel %s ran, but its unit %s was not compiled at load", k.Name, u)
+				}
+			}
+			if len(times) == 0 {
+				t.Fatal("the passes launched nothing")
+			}
+		})
+	}
+}
