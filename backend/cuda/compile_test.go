@@ -135,3 +135,28 @@ func TestHalfCache(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkUnitCompile compiles, one at a time and with nothing cached, each
+// unit of a file at glm-4.7-flash's shapes with Q4_0 layers and a Q6_K
+// output (latent synth --type q4_0): what each unit costs a core, and so
+// which one a cold start waits for last.
+//
+//	go test -run '^$' -bench UnitCompile -benchtime 1x ./backend/cuda
+func BenchmarkUnitCompile(b *testing.B) {
+	if _, err := loadNVRTC(); err != nil {
+		b.Skipf("no NVRTC here: %v", err)
+	}
+	be := &Backend{types: map[quant.Type]bool{quant.F32: true, quant.Q4_0: true, quant.Q6_K: true}, kv: &kvCache{width: 576, esize: 2}, kvl: 512,
+		weights: []*weight{{name: "blk.0.ffn_down.weight", typ: quant.Q4_0, dims: []uint64{10240, 2048}}}}
+	defs, fast := be.shapeDefines()
+	for _, u := range units(fast, true) {
+		b.Run(u.name, func(b *testing.B) {
+			for range b.N {
+				b.Setenv("LATENT_KERNEL_CACHE", b.TempDir())
+				if _, _, err := compileModules(defs, []unit{u}, "sm_90", "bench"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
