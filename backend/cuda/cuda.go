@@ -109,6 +109,7 @@ var (
 	_ backend.Backend  = (*Backend)(nil)
 	_ backend.Counter  = (*Backend)(nil)
 	_ backend.Compiler = (*Backend)(nil)
+	_ backend.Planner  = (*Backend)(nil)
 )
 
 // DeviceInfo describes the GPU.

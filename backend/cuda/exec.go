@@ -3,6 +3,7 @@ package cuda
 import (
 	"embed"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -295,12 +296,19 @@ func (b *Backend) compileLater(u unit, defs, arch, devKey string) {
 	b.compiled.Later++
 	go func() {
 		defer close(l.done)
+		laterSlots <- struct{}{}
+		defer func() { <-laterSlots }()
 		bins, _, err := compileModules(defs, []unit{u}, arch, devKey)
 		if l.err = err; err == nil {
 			l.bin = bins[0]
 		}
 	}()
 }
+
+// laterSlots bounds the units compiling in the background at once, to half
+// the cores: a dozen one-token products the decode step does not launch
+// start right after load, beside the first prompt's work.
+var laterSlots = make(chan struct{}, max(1, runtime.NumCPU()/2))
 
 // WaitCompiles waits for the units compiling in the background (compileLater),
 // so that a benchmark's first steps do not wait for one.
@@ -422,8 +430,14 @@ func (b *Backend) loadModule(k *kernels, u string, bin []byte) error {
 }
 
 // lookup resolves a kernel by name, once (waiting for its unit where that
-// compiles in the background).
+// compiles in the background). Where no Plan compiled the kernels, the
+// first lookup compiles every unit.
 func (b *Backend) lookup(name string) (uintptr, error) {
+	if b.kernels == nil {
+		if err := b.compile(nil, time.Now()); err != nil {
+			return 0, err
+		}
+	}
 	if f, ok := b.kernels.fn[name]; ok {
 		return f, nil
 	}
@@ -541,11 +555,6 @@ func (b *Backend) kernelID(name string) int32 {
 // context's thread (flushPass, readBack, queueAnswer), where a lookup,
 // which runs there itself, cannot.
 func (b *Backend) resolve() {
-	if b.kernels == nil && len(b.launches) > 0 {
-		if err := b.compile(nil, time.Now()); err != nil {
-			panic(fmt.Errorf("cuda: %w", err))
-		}
-	}
 	for i := range b.launches {
 		l := &b.launches[i]
 		if l.fn != 0 {
@@ -560,6 +569,9 @@ func (b *Backend) resolve() {
 		}
 	}
 }
+
+// errUnresolved is a launch issued before resolve found its function: a bug.
+var errUnresolved = errors.New("its kernel was not resolved")
 
 // flushPass runs the recorded launches and waits for them.
 func (b *Backend) flushPass() {
@@ -623,7 +635,7 @@ func (b *Backend) issue() error {
 			continue
 		}
 		if l.fn == 0 {
-			return fmt.Errorf("launch %s: its kernel was not resolved", l.name)
+			return fmt.Errorf("launch %s: %w", l.name, errUnresolved)
 		}
 		if cap(b.ptrs) < l.n {
 			b.ptrs = make([]uintptr, l.n+64)
@@ -714,7 +726,7 @@ func (b *Backend) submit(s *slot) error {
 		g, ok := b.graphs[sig]
 		if !ok {
 			g, err = b.capture()
-			if err != nil && b.pdl { // a driver that cannot record programmatic launches: plain ones
+			if err != nil && b.pdl && !errors.Is(err, errUnresolved) { // a driver that cannot record programmatic launches: plain ones
 				b.pdl = false
 				g, err = b.capture()
 			}

@@ -1139,7 +1139,7 @@ func (b *Backend) relaunch(i int) {
 	l := &b.launches[i]
 	b.rewriteArgs(i)
 	name, grid, shmem := b.mqLaunch(l.mq)
-	l.id, l.name, l.grid, l.shmem = b.kernelID(name), name, grid, uint32(shmem)
+	l.fn, l.id, l.name, l.grid, l.shmem = 0, b.kernelID(name), name, grid, uint32(shmem)
 }
 
 // rewriteArgs records launch i's product parameters again, after a fusion

@@ -132,7 +132,7 @@ func TestUnitsWaited(t *testing.T) {
 	for _, u := range units([]string{"T_Q4_0", "T_Q6_K"}, true) {
 		us[u.name] = u
 	}
-	launched := map[string]bool{"mmv1_1_2_0_T_Q4_0": true, "mmvk1_T_Q6_K": true, "rmsnorm": true}
+	launched := map[string]bool{"mmv1_1_2_0_T_Q4_0": true, "mmvk1_T_Q6_K": true}
 	batch := map[string]bool{"T_Q4_0": true}
 	for _, c := range []struct {
 		unit     string
