@@ -35,6 +35,10 @@ type Backend struct {
 
 	kernels  *kernels
 	compiled Compile
+	// laterSlots bounds the units compiling in the background at once, to
+	// half the cores: a dozen one-token products the decode step does not
+	// launch start right after load, beside the first prompt's work.
+	laterSlots chan struct{}
 
 	types       map[quant.Type]bool
 	weights     []*weight
@@ -146,8 +150,8 @@ func New(ordinal int) (*Backend, error) {
 	}
 	b := &Backend{d: d, work: make(chan func()), done: make(chan struct{}), types: map[quant.Type]bool{}, HalfCache: half, MLAFrom: -1,
 		graphs: map[uint64]uintptr{}, ropes: map[*float32]uintptr{}, bigShared: map[uintptr]int{}, mmv1Names: map[[4]int]string{},
-		kernelIDs: map[string]int32{},
-		pdl:       d.cuLaunchKernelEx != 0}
+		kernelIDs: map[string]int32{}, laterSlots: make(chan struct{}, max(1, runtime.NumCPU()/2)),
+		pdl: d.cuLaunchKernelEx != 0}
 	started := make(chan error)
 	go b.loop(ordinal, started)
 	if err := <-started; err != nil {

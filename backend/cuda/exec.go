@@ -296,19 +296,14 @@ func (b *Backend) compileLater(u unit, defs, arch, devKey string) {
 	b.compiled.Later++
 	go func() {
 		defer close(l.done)
-		laterSlots <- struct{}{}
-		defer func() { <-laterSlots }()
+		b.laterSlots <- struct{}{}
+		defer func() { <-b.laterSlots }()
 		bins, _, err := compileModules(defs, []unit{u}, arch, devKey)
 		if l.err = err; err == nil {
 			l.bin = bins[0]
 		}
 	}()
 }
-
-// laterSlots bounds the units compiling in the background at once, to half
-// the cores: a dozen one-token products the decode step does not launch
-// start right after load, beside the first prompt's work.
-var laterSlots = make(chan struct{}, max(1, runtime.NumCPU()/2))
 
 // WaitCompiles waits for the units compiling in the background (compileLater),
 // so that a benchmark's first steps do not wait for one.
