@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -20,12 +21,7 @@ func TestKernelsCompile(t *testing.T) {
 		t.Skipf("no NVRTC here: %v", err)
 	}
 	t.Setenv("LATENT_KERNEL_CACHE", t.TempDir())
-	b := &Backend{types: map[quant.Type]bool{}, kv: &kvCache{width: 576, esize: 2}, kvl: 512,
-		weights: []*weight{{name: "blk.0.ffn_down.weight", typ: quant.Q4_0, dims: []uint64{11008, 2048}}}}
-	for typ := range deviceTypes {
-		b.types[typ] = true
-	}
-	defs, fast := b.shapeDefines()
+	defs, fast := shapedAs(11008, slices.Collect(maps.Keys(deviceTypes))...).shapeDefines()
 	if !slices.Equal(fast, []string{"T_Q4_0", "T_Q4_K", "T_Q5_K", "T_Q6_K", "T_Q8_0"}) {
 		t.Fatalf("fast types %v", fast)
 	}
@@ -87,6 +83,18 @@ func TestKernelsCompile(t *testing.T) {
 	}
 }
 
+// shapedAs is a backend (no device) that knows what shapeDefines reads: a
+// cache row of 576 values (kv_lora 512) in f16, the weight types, and a
+// Q4_0 matrix whose rows are maxK values, the longest.
+func shapedAs(maxK uint64, types ...quant.Type) *Backend {
+	b := &Backend{types: map[quant.Type]bool{}, kv: &kvCache{width: 576, esize: 2}, kvl: 512,
+		weights: []*weight{{name: "blk.0.ffn_down.weight", typ: quant.Q4_0, dims: []uint64{maxK, 2048}}}}
+	for _, t := range types {
+		b.types[t] = true
+	}
+	return b
+}
+
 // kernelNames are the entry points of a cubin: its global functions. The
 // cubin's ELF header carries CUDA's own ABI version, which debug/elf
 // refuses, so a copy gets the standard one.
@@ -146,9 +154,7 @@ func BenchmarkUnitCompile(b *testing.B) {
 	if _, err := loadNVRTC(); err != nil {
 		b.Skipf("no NVRTC here: %v", err)
 	}
-	be := &Backend{types: map[quant.Type]bool{quant.F32: true, quant.Q4_0: true, quant.Q6_K: true}, kv: &kvCache{width: 576, esize: 2}, kvl: 512,
-		weights: []*weight{{name: "blk.0.ffn_down.weight", typ: quant.Q4_0, dims: []uint64{10240, 2048}}}}
-	defs, fast := be.shapeDefines()
+	defs, fast := shapedAs(10240, quant.F32, quant.Q4_0, quant.Q6_K).shapeDefines()
 	for _, u := range units(fast, true) {
 		b.Run(u.name, func(b *testing.B) {
 			for range b.N {

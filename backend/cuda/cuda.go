@@ -81,8 +81,10 @@ type Backend struct {
 	bigShared map[uintptr]int  // kernels whose dynamic shared memory limit was raised
 	kernelIDs map[string]int32 // see kernelID
 	fns       []uintptr        // by kernel id: its function, once resolved
-	counters  uintptr          // zeroed per-token counters for last-block-done kernels, then mla_decode's grid barrier
-	mla       *mlaBuffers      // mla_decode's scratch (one allocation from qh), made at load where it serves
+	// unresolved: a launch of the pass recorded has no function yet (resolve)
+	unresolved bool
+	counters   uintptr     // zeroed per-token counters for last-block-done kernels, then mla_decode's grid barrier
+	mla        *mlaBuffers // mla_decode's scratch (one allocation from qh), made at load where it serves
 	// a batch's attention buffers, which every layer reuses (layerBuffer):
 	// attn_partial's split states, the queries' latents, the merged latents
 	states, query, olat chunk

@@ -115,8 +115,15 @@ func goldenTolerance(name string) (float64, bool) {
 // twoLayers writes a two-layer Q4_0 file at the preset's widths.
 func twoLayers(t *testing.T, preset string, seed uint64) string {
 	t.Helper()
+	return twoLayersOf(t, preset, synth.Q4_0, seed)
+}
+
+// twoLayersOf writes a two-layer file of the given weight types at the
+// preset's widths.
+func twoLayersOf(t *testing.T, preset string, format synth.Format, seed uint64) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), preset+".gguf")
-	if _, _, err := synth.WriteFile(context.Background(), path, synth.Options{Preset: preset, Format: synth.Q4_0, Layers: 2, Seed: seed, Workers: 8}); err != nil {
+	if _, _, err := synth.WriteFile(context.Background(), path, synth.Options{Preset: preset, Format: format, Layers: 2, Seed: seed, Workers: 8}); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -132,16 +131,19 @@ func (b *Backend) latentWidth() int {
 // those with integer-dot kernels (fast) and those without (slow), and the
 // fast ones by name, for units.
 func (b *Backend) shapeDefines() (defs string, fastNames []string) {
-	var slow []string
+	var all, slow []string
 	for t := range b.types {
-		if !fastTypes[t] {
-			slow = append(slow, deviceTypes[t])
+		n := deviceTypes[t]
+		all = append(all, n)
+		if fastTypes[t] {
+			fastNames = append(fastNames, n)
 		} else {
-			fastNames = append(fastNames, deviceTypes[t])
+			slow = append(slow, n)
 		}
 	}
-	sort.Strings(slow)
-	sort.Strings(fastNames)
+	slices.Sort(all)
+	slices.Sort(fastNames)
+	slices.Sort(slow)
 	list := func(names []string) string {
 		var xs []string
 		for _, n := range names {
@@ -159,7 +161,6 @@ func (b *Backend) shapeDefines() (defs string, fastNames []string) {
 			maxK = max(maxK, (w.dim(0)+255)&^255)
 		}
 	}
-	all := slices.Sorted(slices.Values(append(slices.Clone(slow), fastNames...)))
 	return fmt.Sprintf("#define CACHE_W %d\n#define KV_LORA %d\n#define CACHE_HALF %d\n#define MAX_K %d\n#define WEIGHT_TYPES(X) %s\n#define FAST_TYPES(X) %s\n#define SLOW_TYPES(X) %s\n",
 		b.kv.width, b.kvl, half, maxK, list(all), list(fastNames), list(slow)) + fixedDefines, fastNames
 }
@@ -207,7 +208,7 @@ func (b *Backend) Plan(step func() error) error {
 func (b *Backend) discard() {
 	b.launches, b.args = b.launches[:0], b.args[:0]
 	b.resetPass()
-	b.stagePending = false
+	b.stagePending, b.unresolved = false, false
 }
 
 // compile builds (or reads from the disk cache) the units a load waits for
@@ -469,7 +470,7 @@ func (b *Backend) lookup(name string) (uintptr, error) {
 // A launch names its kernel (id, name) while recorded; its function is
 // found before it runs (resolve).
 type launch struct {
-	fn          uintptr // 0 until resolved
+	fn          uintptr // 0 until resolved (setKernel, resolve)
 	id          int32   // kernelID(name)
 	name        string
 	grid, block [3]uint32
@@ -524,9 +525,9 @@ func (b *Backend) record(name string, grid, block [3]uint32, bytes int64, args .
 		b.launches[b.pendStore.launch].skip = false
 		b.pendStore = nil
 	}
-	b.launches = append(b.launches, launch{id: b.kernelID(name), name: name, grid: grid, block: block,
-		a0: len(b.args), n: len(args), bytes: bytes})
+	b.launches = append(b.launches, launch{grid: grid, block: block, a0: len(b.args), n: len(args), bytes: bytes})
 	b.args = append(b.args, args...)
+	b.setKernel(&b.launches[len(b.launches)-1], name)
 }
 
 // kernelID numbers the kernels by name, so that a recorded launch names its
@@ -543,13 +544,25 @@ func (b *Backend) kernelID(name string) int32 {
 	return id
 }
 
-// resolve sets every recorded launch's function, waiting for a unit that
-// still compiles in the background (and compiling every unit first where
-// no Plan did), and raises a kernel's limit of dynamic shared memory where
-// a launch asks past it. It runs before the recorded launches go to the
-// context's thread (flushPass, readBack, queueAnswer), where a lookup,
-// which runs there itself, cannot.
+// setKernel makes kernel name launch l's, with its function where one of
+// its launches was resolved before (every launch of a steady decode step),
+// else noting that the pass has launches for resolve.
+func (b *Backend) setKernel(l *launch, name string) {
+	l.id, l.name = b.kernelID(name), name
+	l.fn = b.fns[l.id]
+	b.unresolved = b.unresolved || l.fn == 0
+}
+
+// resolve sets the function of every recorded launch that has none yet,
+// waiting for a unit that still compiles in the background (and compiling
+// every unit first where no Plan did), and raises its limit of dynamic
+// shared memory where the launch asks past it. It runs before the recorded
+// launches go to the context's thread (flushPass, readBack, queueAnswer),
+// where a lookup, which runs there itself, cannot.
 func (b *Backend) resolve() {
+	if !b.unresolved {
+		return
+	}
 	for i := range b.launches {
 		l := &b.launches[i]
 		if l.fn != 0 {
@@ -559,10 +572,9 @@ func (b *Backend) resolve() {
 			b.fns[l.id] = b.function(l.name)
 		}
 		l.fn = b.fns[l.id]
-		if err := b.setShared(l.fn, int(l.shmem)); err != nil {
-			panic(fmt.Errorf("cuda: %s needs %d bytes of shared memory: %w", l.name, l.shmem, err))
-		}
+		b.raiseShared(l)
 	}
+	b.unresolved = false
 }
 
 // errUnresolved is a launch issued before resolve found its function: a bug.
@@ -575,7 +587,25 @@ func (b *Backend) flushPass() {
 }
 
 // withShared gives the last launch n bytes of dynamic shared memory.
-func (b *Backend) withShared(n int) { b.launches[len(b.launches)-1].shmem = uint32(n) }
+func (b *Backend) withShared(n int) { b.sharedAt(len(b.launches)-1, n) }
+
+// sharedAt gives launch i n bytes of dynamic shared memory, raising its
+// kernel's limit now where its function is known (else resolve does).
+func (b *Backend) sharedAt(i, n int) {
+	l := &b.launches[i]
+	l.shmem = uint32(n)
+	if l.fn != 0 {
+		b.raiseShared(l)
+	}
+}
+
+// raiseShared lifts launch l's kernel's limit of dynamic shared memory to
+// what l asks, where that is past the default.
+func (b *Backend) raiseShared(l *launch) {
+	if err := b.setShared(l.fn, int(l.shmem)); err != nil {
+		panic(fmt.Errorf("cuda: %s needs %d bytes of shared memory: %w", l.name, l.shmem, err))
+	}
+}
 
 // setShared lifts kernel fn's limit of dynamic shared memory to n bytes
 // where n is past the default 48 KiB.

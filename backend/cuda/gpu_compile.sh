@@ -10,16 +10,16 @@
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 MODELS=${MODELS:-youtu-llm-2b deepseek-v2-lite glm-4.7-flash}
+file() { echo /tmp/$1${LAYERS:+-L$LAYERS}.gguf; }
 for m in $MODELS; do
-	f=/tmp/$m${LAYERS:+-L$LAYERS}.gguf
-	[ -f $f ] || .bin/latent synth --preset $m --type q4_0 ${LAYERS:+--layers $LAYERS} -o $f >/dev/null 2>&1
+	[ -f $(file $m) ] || .bin/latent synth --preset $m --type q4_0 ${LAYERS:+--layers $LAYERS} -o $(file $m) >/dev/null 2>&1
 done
 for r in $(seq ${ROUNDS:-3}); do
 	for m in $MODELS; do
 		for bin in .bin/latent-old .bin/latent; do
 			[ -x $bin ] || continue
 			kc=$(mktemp -d)
-			line=$(LATENT_KERNEL_CACHE=$kc $bin profile /tmp/$m${LAYERS:+-L$LAYERS}.gguf --top 1 2>&1 | head -1)
+			line=$(LATENT_KERNEL_CACHE=$kc $bin profile $(file $m) --top 1 2>&1 | head -1)
 			echo "$r $m $bin: ${line#*kernels }" | tee -a $OUT/compile.log
 			rm -rf $kc
 		done

@@ -1139,7 +1139,9 @@ func (b *Backend) relaunch(i int) {
 	l := &b.launches[i]
 	b.rewriteArgs(i)
 	name, grid, shmem := b.mqLaunch(l.mq)
-	l.fn, l.id, l.name, l.grid, l.shmem = 0, b.kernelID(name), name, grid, uint32(shmem)
+	b.setKernel(l, name)
+	l.grid = grid
+	b.sharedAt(i, shmem)
 }
 
 // rewriteArgs records launch i's product parameters again, after a fusion

@@ -1,9 +1,7 @@
 package cuda_test
 
 import (
-	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -26,11 +24,7 @@ func TestPlanCompilesTheDecodeStep(t *testing.T) {
 		{"youtu-llm-2b", synth.Q4_0}, {"deepseek-v2-lite", synth.Q4_0}, {"glm-4.7-flash", synth.Q4_0}, {"glm-4.7-flash", synth.Q4_K_M},
 	} {
 		t.Run(fmt.Sprintf("%s-%d", c.preset, c.format), func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "m.gguf")
-			if _, _, err := synth.WriteFile(context.Background(), path, synth.Options{Preset: c.preset, Format: c.format, Layers: 2, Seed: 3, Workers: 8}); err != nil {
-				t.Fatal(err)
-			}
-			lm, err := model.Load(path, model.Options{Backend: "cuda", Context: 256})
+			lm, err := model.Load(twoLayersOf(t, c.preset, c.format, 3), model.Options{Backend: "cuda", Context: 256})
 			if err != nil {
 				t.Fatal(err)
 			}
