@@ -201,6 +201,9 @@ func (b *Backend) Plan(step func() error) error {
 	if err != nil {
 		return fmt.Errorf("plan a decode step: %w", err)
 	}
+	if b.kernels != nil { // a lookup while recording (mla_decode's fit, MLAFrom 0) compiled every unit
+		return nil
+	}
 	return b.compile(launched, start)
 }
 
