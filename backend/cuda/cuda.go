@@ -159,6 +159,7 @@ func New(ordinal int) (*Backend, error) {
 	if err := <-started; err != nil {
 		return nil, err
 	}
+	go warmCompiler(b.arch())
 	return b, nil
 }
 
