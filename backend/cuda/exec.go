@@ -197,6 +197,7 @@ func (b *Backend) Plan(step func() error) error {
 	for _, l := range b.launches {
 		launched[l.name] = true
 	}
+	withRowGroups(launched)
 	b.discard()
 	if err != nil {
 		return fmt.Errorf("plan a decode step: %w", err)
@@ -205,6 +206,29 @@ func (b *Backend) Plan(step func() error) error {
 		return nil
 	}
 	return b.compile(launched, start)
+}
+
+// withRowGroups adds to the kernels a step launched every mmv1 variant that
+// differs from one of them only in G, the rows that share the input's
+// reads: mqLaunch picks G by how many rows a launch has, and a prompt's
+// routed experts of one token each are one launch of many matrices where
+// the step's are a few (deepseek's and glm's prompts launch
+// mmv1_4_2_0_T_Q4_0, their decode steps 1_2_0 and 2_2_0), so without them
+// the first prompt would wait for a unit compiling in the background.
+func withRowGroups(launched map[string]bool) {
+	for _, t := range deviceTypes {
+		vs := mmv1Variants(t)
+		for _, v := range vs {
+			if !launched[mmv1Kernel(v[0], v[1], v[2], t)] {
+				continue
+			}
+			for _, w := range vs {
+				if w[1] == v[1] && w[2] == v[2] {
+					launched[mmv1Kernel(w[0], w[1], w[2], t)] = true
+				}
+			}
+		}
+	}
 }
 
 // discard drops the recorded pass without running it.
