@@ -166,19 +166,3 @@ func BenchmarkUnitCompile(b *testing.B) {
 		})
 	}
 }
-
-// warmCompiler's kernel compiles (its error is not reported, so a typo in
-// it would quietly warm nothing).
-func TestWarmKernelCompiles(t *testing.T) {
-	nv, err := loadNVRTC()
-	if err != nil {
-		t.Skipf("no NVRTC here: %v", err)
-	}
-	bin, err := nv.compileCubin("warm", warmSource, nvrtcOptions(nv, "sm_90"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if names := kernelNames(t, bin); !slices.Equal(names, []string{"warm"}) {
-		t.Errorf("the warm-up's cubin holds %v, want [warm]", names)
-	}
-}

@@ -159,7 +159,6 @@ func New(ordinal int) (*Backend, error) {
 	if err := <-started; err != nil {
 		return nil, err
 	}
-	go warmCompiler(b.arch())
 	return b, nil
 }
 

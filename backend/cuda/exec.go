@@ -244,7 +244,7 @@ func (b *Backend) discard() {
 // positions), and the others compile afterwards in the background.
 // Compiled's Seconds counts from start.
 func (b *Backend) compile(launched map[string]bool, start time.Time) error {
-	arch := b.arch()
+	arch := fmt.Sprintf("sm_%d%d", b.info.Major, b.info.Minor)
 	devKey := fmt.Sprintf("%s cc%d.%d driver %d", b.info.Name, b.info.Major, b.info.Minor, b.info.Driver)
 	defs, fast := b.shapeDefines()
 	// attn_decode's unit only where some layer's k_b and v_b have its kernels
@@ -288,9 +288,6 @@ func (b *Backend) compile(launched map[string]bool, start time.Time) error {
 	}
 	return nil
 }
-
-// arch is the device's architecture as NVRTC names it (sm_90).
-func (b *Backend) arch() string { return fmt.Sprintf("sm_%d%d", b.info.Major, b.info.Minor) }
 
 // batchTypes are the device types of the matrices a batch's products read:
 // every matrix but the output's (and the token embeddings', which an output
@@ -365,7 +362,14 @@ func compileModules(defs string, us []unit, arch, devKey string) (bins [][]byte,
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := nvrtcOptions(nv, arch)
+	opts := []string{"--gpu-architecture=" + arch, "-std=c++17", "-default-device"}
+	if nv.major > 12 || nv.major == 12 && nv.minor >= 9 {
+		// NVRTC 12.9 and later keep a cache of their own (in
+		// ~/.nv/ComputeCache): ours already serves every start after the
+		// first, which writing theirs slows by about 0.4 s (H200, youtu:
+		// 2.00 s against 1.64-1.78 s)
+		opts = append(opts, "--no-cache")
+	}
 	bins = make([][]byte, len(us))
 	hits = make([]bool, len(us))
 	errs := make([]error, len(us))
@@ -401,38 +405,6 @@ func compileModules(defs string, us []unit, arch, devKey string) (bins [][]byte,
 	}
 	return bins, hits, nil
 }
-
-// nvrtcOptions are the options every unit compiles with for arch.
-func nvrtcOptions(nv *nvrtc, arch string) []string {
-	opts := []string{"--gpu-architecture=" + arch, "-std=c++17", "-default-device"}
-	if nv.major > 12 || nv.major == 12 && nv.minor >= 9 {
-		// NVRTC 12.9 and later keep a cache of their own (in
-		// ~/.nv/ComputeCache): ours already serves every start after the
-		// first, which writing theirs slows by about 0.4 s (H200, youtu:
-		// 2.00 s against 1.64-1.78 s)
-		opts = append(opts, "--no-cache")
-	}
-	return opts
-}
-
-// warmCompiler compiles a trivial kernel for arch and throws it away. New
-// starts it beside the weights' upload: the first compile of a process
-// reads the compiler's code from disk and sets it up, and the units, which
-// compile side by side later, would each wait for that (on a fresh machine
-// the first cold compile took 2.1-2.8 s, later ones 1.4-1.7 s:
-// BENCHMARKS.md). Its error is dropped on purpose: a real unit's compile
-// reports any.
-func warmCompiler(arch string) {
-	nv, err := loadNVRTC()
-	if err != nil {
-		return
-	}
-	_, _ = nv.compileCubin("warm", warmSource, nvrtcOptions(nv, arch))
-}
-
-// warmSource is warmCompiler's kernel: NVRTC's front end, NVVM and ptxas
-// all run on it.
-const warmSource = "extern \"C\" __global__ void warm(float* x) { x[threadIdx.x] += 1.f; }\n"
 
 // unitOf is the name of the unit defining kernel name.
 func unitOf(name string) string {
