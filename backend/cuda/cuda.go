@@ -466,6 +466,7 @@ func (k *kvCache) layer(l int) uintptr {
 // specialised for the model's shapes (all weights are known by now),
 // compile next: at Plan, or before the first pass runs.
 func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
+	b.staged = nil // every weight is uploaded by now, whatever Cache returns
 	if layers <= 0 || positions <= 0 || width <= 0 {
 		return nil, fmt.Errorf("cuda: cannot allocate a cache of %d layers × %d positions × %d", layers, positions, width)
 	}
@@ -498,7 +499,6 @@ func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
 	if err := b.allocMLA(); err != nil {
 		return nil, err
 	}
-	b.staged = nil // every weight is uploaded by now
 	return k, nil
 }
 

@@ -167,9 +167,9 @@ func TestUnitsWaited(t *testing.T) {
 // A step's mmv1 launch brings in the variants that differ from it only in
 // G (a prompt's launch of many experts picks another), and nothing else.
 func TestWithRowGroups(t *testing.T) {
-	got := map[string]bool{"mmv1_1_2_0_T_Q4_0": true, "mmv1_1_8_0_T_Q8_0": true, "mmvk1_T_Q6_K": true}
+	got := map[string]bool{"mmv1_1_2_0_T_Q4_0": true, "mmv1_1_8_0_T_Q4_0": true, "mmvk1_T_Q6_K": true}
 	withRowGroups(got)
-	want := []string{"mmv1_1_2_0_T_Q4_0", "mmv1_2_2_0_T_Q4_0", "mmv1_4_2_0_T_Q4_0", "mmv1_1_8_0_T_Q8_0", "mmvk1_T_Q6_K"}
+	want := []string{"mmv1_1_2_0_T_Q4_0", "mmv1_2_2_0_T_Q4_0", "mmv1_4_2_0_T_Q4_0", "mmv1_1_8_0_T_Q4_0", "mmvk1_T_Q6_K"}
 	for _, k := range want {
 		if !got[k] {
 			t.Errorf("%s missing", k)
