@@ -7,40 +7,17 @@ import (
 	"github.com/latent-ai/latent/quant"
 )
 
-// A Q6_K matrix keeps its blocks in order on the device, each in a
-// q6kSlot-byte slot whose padding is zero; rows are whole slots.
-func TestRepackQ6K(t *testing.T) {
-	const rows, K = 3, 512
-	nb := int64(K / 256)
-	data := make([]byte, rows*nb*210)
-	for i := range data {
-		data[i] = byte(i*7 + 3)
-	}
-	out, rb := repack(quant.Q6_K, data, rows, K)
-	if rb != nb*q6kSlot || int64(len(out)) != rows*rb || rb%16 != 0 {
-		t.Fatalf("row bytes %d, %d bytes in all; want %d a row", rb, len(out), nb*q6kSlot)
-	}
-	for i := int64(0); i < rows*nb; i++ {
-		slot := out[i*q6kSlot : (i+1)*q6kSlot]
-		if !bytes.Equal(slot[:210], data[i*210:(i+1)*210]) {
-			t.Errorf("block %d moved or changed", i)
-		}
-		if !bytes.Equal(slot[210:], make([]byte, q6kSlot-210)) {
-			t.Errorf("block %d: padding %v, want zeros", i, slot[210:])
-		}
-	}
-}
-
 // A Q4_0 or Q8_0 row holds its blocks' quant bytes in order, then their
-// scales, then zeros to a multiple of 16 bytes, whatever the buffer held
-// before; a matrix big enough to be repacked in row ranges side by side
-// comes out the same.
+// scales, then zeros to a multiple of 16 bytes; a Q6_K row its blocks in
+// order, each in a q6kSlot-byte slot whose padding is zero; whatever the
+// buffer held before. A matrix big enough to be repacked in row ranges
+// side by side comes out the same.
 func TestRepackIntoRows(t *testing.T) {
 	for _, c := range []struct {
 		typ     quant.Type
 		rows, K int64
 	}{
-		{quant.Q4_0, 3, 96}, {quant.Q8_0, 5, 64}, {quant.Q4_0, 70000, 256}, {quant.Q8_0, 9000, 1024}, {quant.Q6_K, 20000, 256},
+		{quant.Q4_0, 3, 96}, {quant.Q8_0, 5, 64}, {quant.Q4_0, 70000, 256}, {quant.Q8_0, 9000, 1024}, {quant.Q6_K, 3, 512}, {quant.Q6_K, 20000, 256},
 	} {
 		qb, raw := int64(16), int64(18)
 		if c.typ == quant.Q8_0 {
@@ -50,6 +27,12 @@ func TestRepackIntoRows(t *testing.T) {
 		in, out := nb*raw, repackedRow(c.typ, c.K)
 		if c.typ == quant.Q6_K {
 			nb, in = c.K/256, c.K/256*210
+			if out != nb*q6kSlot {
+				t.Fatalf("Q6_K rows of %d values take %d bytes, want %d", c.K, out, nb*q6kSlot)
+			}
+		}
+		if out%16 != 0 {
+			t.Fatalf("%v rows of %d values take %d bytes, not a multiple of 16", c.typ, c.K, out)
 		}
 		data := make([]byte, c.rows*in)
 		for i := range data {
