@@ -168,6 +168,26 @@ type Stacker interface {
 	StackedWeight(name string, typ quant.Type, dims []uint64, parts ...[]byte) (Weight, error)
 }
 
+// Preparer is a Backend that starts work for a model before its weights
+// arrive: the CUDA backend compiles its kernels, which are specialised for
+// the model's shapes, beside the upload instead of after it. A model calls
+// Prepare once, before its first Weight, with every weight it will hand
+// over (in order, as Weight and StackedWeight will get them) and the cache
+// it will ask for. It is a hint: the load is correct whatever it was told.
+type Preparer interface {
+	Prepare(weights []WeightShape, cache CacheShape)
+}
+
+// WeightShape is a weight as Weight will get it, without its data.
+type WeightShape struct {
+	Name string
+	Type quant.Type
+	Dims []uint64
+}
+
+// CacheShape is what Cache will be asked for.
+type CacheShape struct{ Layers, Positions, Width int }
+
 // Pending is an ArgmaxAsync or DrawAsync answer that may not be computed yet.
 type Pending interface {
 	// Wait blocks until the answer is known and returns it; call it once.

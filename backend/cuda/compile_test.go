@@ -27,13 +27,13 @@ func TestKernelsCompile(t *testing.T) {
 	}
 	us := append(units(fast, true), mlaUnit(1), mlaUnit(2))
 	start := time.Now()
-	bins, hits, err := compileModules(defs, us, "sm_90", "test")
+	bins, hits, err := (&Backend{}).compileModules(defs, us, "sm_90", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cold := time.Since(start)
 	start = time.Now()
-	_, hits2, err := compileModules(defs, us, "sm_90", "test")
+	_, hits2, err := (&Backend{}).compileModules(defs, us, "sm_90", "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestKernelsCompile(t *testing.T) {
 	if len(att) != 4 || norope == defs {
 		t.Fatalf("%d units of attention.cu, not 4, or no CACHE_W to change", len(att))
 	}
-	if _, _, err := compileModules(norope, att, "sm_90", "test"); err != nil {
+	if _, _, err := (&Backend{}).compileModules(norope, att, "sm_90", "test"); err != nil {
 		t.Errorf("no rotated part: %v", err)
 	}
 }
@@ -159,7 +159,7 @@ func BenchmarkUnitCompile(b *testing.B) {
 		b.Run(u.name, func(b *testing.B) {
 			for range b.N {
 				b.Setenv("LATENT_KERNEL_CACHE", b.TempDir())
-				if _, _, err := compileModules(defs, []unit{u}, "sm_90", "bench"); err != nil {
+				if _, _, err := (&Backend{}).compileModules(defs, []unit{u}, "sm_90", "bench"); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/latent-ai/latent/backend"
@@ -36,6 +37,10 @@ type Backend struct {
 
 	kernels  *kernels
 	compiled Compile
+	// the units Prepare started compiling, by name (written only there,
+	// before any other compile), and when
+	ahead      map[string]*aheadUnit
+	aheadStart time.Time
 	// laterSlots bounds the units compiling in the background at once, to
 	// half the cores: a dozen one-token products the decode step does not
 	// launch start right after load, beside the first prompt's work.
@@ -118,6 +123,7 @@ var (
 	_ backend.Counter  = (*Backend)(nil)
 	_ backend.Compiler = (*Backend)(nil)
 	_ backend.Planner  = (*Backend)(nil)
+	_ backend.Preparer = (*Backend)(nil)
 )
 
 // DeviceInfo describes the GPU.
@@ -132,10 +138,12 @@ type DeviceInfo struct {
 
 // Compile reports how the kernels were obtained at load.
 type Compile struct {
-	Seconds float64 // wall time of compiling or reading the cache
+	Seconds float64 // what the load waited for its modules (compiled or read from the cache) once the weights were up
 	Modules int
-	Cached  int // modules read from the disk cache
-	Later   int // modules compiled in the background after load (the one-token products the decode step does not launch, mla_decode's, an output-only type's eight-token products, a dense model's routing), not in Seconds
+	Cached  int     // modules read from the disk cache
+	Ahead   int     // modules whose compile began with the upload (Prepare)
+	Span    float64 // wall time of the compiles begun with the upload, from their start to the last of the modules' end (Seconds where Ahead is 0)
+	Later   int     // modules compiled in the background after load (the one-token products the decode step does not launch, mla_decode's, an output-only type's eight-token products, a dense model's routing), not in Seconds
 }
 
 // New opens device 0 (or the device named by ordinal) and starts the
@@ -389,7 +397,7 @@ func (b *Backend) StackedWeight(name string, typ quant.Type, dims []uint64, part
 	if int64(total) != w.rows*rb {
 		return nil, fmt.Errorf("%s: %d bytes of data for %d rows of %d bytes", name, total, w.rows, rb)
 	}
-	if len(dims) == 1 && typ != quant.F32 {
+	if storedType(typ, dims) != typ {
 		// vectors are read as float32 by the kernels
 		v := make([]float32, dims[0])
 		data := parts[0]
@@ -473,10 +481,7 @@ func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
 	if b.kv != nil {
 		return nil, fmt.Errorf("cuda: the cache is already allocated")
 	}
-	k := &kvCache{layers: layers, positions: positions, width: width, esize: 4}
-	if b.HalfCache {
-		k.esize = 2
-	}
+	k := &kvCache{layers: layers, positions: positions, width: width, esize: cacheElement(b.HalfCache)}
 	n := int64(layers) * int64(positions) * int64(width) * k.esize
 	var err error
 	b.run(func() {

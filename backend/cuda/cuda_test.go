@@ -170,6 +170,9 @@ func trace(t *testing.T, path string, want *engine.Trace, graphs, fusion bool, c
 		t.Fatal(err)
 	}
 	defer lm.Close()
+	if c := lm.Backend.(*cuda.Backend).Compiled(); c.Ahead != c.Modules {
+		t.Errorf("%d of the %d units the load waited for came from the compiles begun with the upload (Prepare)", c.Ahead, c.Modules)
+	}
 	lm.Backend.(*cuda.Backend).NoGraphs = !graphs
 	lm.Backend.(*cuda.Backend).NoFusion = !fusion
 	for _, f := range tweak {

@@ -242,23 +242,12 @@ func (b *Backend) discard() {
 // (waited) in parallel and loads them on the device; mla_decode's unit,
 // where allocMLA made its scratch (no step needs it before MLAFrom
 // positions), and the others compile afterwards in the background.
-// Compiled's Seconds counts from start.
+// Compiled's Seconds counts from start; its Span, where units came from
+// Prepare's compiles, from theirs.
 func (b *Backend) compile(launched map[string]bool, start time.Time) error {
-	arch := fmt.Sprintf("sm_%d%d", b.info.Major, b.info.Minor)
-	devKey := fmt.Sprintf("%s cc%d.%d driver %d", b.info.Name, b.info.Major, b.info.Minor, b.info.Driver)
-	defs, fast := b.shapeDefines()
-	// attn_decode's unit only where some layer's k_b and v_b have its kernels
-	H, _ := b.decodeHeads()
-	var us, later []unit
-	batch, moe := b.batchTypes(), b.routes()
-	for _, u := range units(fast, b.attnDecodes() && H > 0) {
-		if u.waited(launched, batch, moe) {
-			us = append(us, u)
-		} else {
-			later = append(later, u)
-		}
-	}
-	bins, hits, err := compileModules(defs, us, arch, devKey)
+	arch, devKey := b.target()
+	defs, us, later := b.unitPlan(launched)
+	bins, hits, err := b.compileModules(defs, us, arch, devKey)
 	if err != nil {
 		return err
 	}
@@ -280,6 +269,15 @@ func (b *Backend) compile(launched map[string]bool, start time.Time) error {
 			b.compiled.Cached++
 		}
 	}
+	for _, u := range us {
+		if a := b.aheadOf(defs, u); a != nil {
+			b.compiled.Ahead++
+			b.compiled.Span = max(b.compiled.Span, a.end.Sub(b.aheadStart).Seconds())
+		}
+	}
+	if b.compiled.Ahead == 0 {
+		b.compiled.Span = b.compiled.Seconds
+	}
 	if b.mla != nil {
 		b.compileLater(mlaUnit(b.mla.tiles()), defs, arch, devKey)
 	}
@@ -287,6 +285,31 @@ func (b *Backend) compile(launched map[string]bool, start time.Time) error {
 		b.compileLater(u, defs, arch, devKey)
 	}
 	return nil
+}
+
+// target is what the kernels compile for: the device's architecture, and
+// the device and driver as the disk cache's key names them.
+func (b *Backend) target() (arch, devKey string) {
+	return fmt.Sprintf("sm_%d%d", b.info.Major, b.info.Minor), fmt.Sprintf("%s cc%d.%d driver %d", b.info.Name, b.info.Major, b.info.Minor, b.info.Driver)
+}
+
+// unitPlan is the model's defines and its units: those a load waits for,
+// given the one-token products' kernels the decode step launched (nil:
+// all of them), and those that compile afterwards in the background
+// (mla_decode's is compile's to add).
+func (b *Backend) unitPlan(launched map[string]bool) (defs string, waited, later []unit) {
+	defs, fast := b.shapeDefines()
+	// attn_decode's unit only where some layer's k_b and v_b have its kernels
+	H, _ := b.decodeHeads()
+	batch, moe := b.batchTypes(), b.routes()
+	for _, u := range units(fast, b.attnDecodes() && H > 0) {
+		if u.waited(launched, batch, moe) {
+			waited = append(waited, u)
+		} else {
+			later = append(later, u)
+		}
+	}
+	return defs, waited, later
 }
 
 // batchTypes are the device types of the matrices a batch's products read:
@@ -326,7 +349,7 @@ func (b *Backend) compileLater(u unit, defs, arch, devKey string) {
 		defer close(l.done)
 		b.laterSlots <- struct{}{}
 		defer func() { <-b.laterSlots }()
-		bins, _, err := compileModules(defs, []unit{u}, arch, devKey)
+		bins, _, err := b.compileModules(defs, []unit{u}, arch, devKey)
 		if l.err = err; err == nil {
 			l.bin = bins[0]
 		}
@@ -352,49 +375,30 @@ type laterUnit struct {
 }
 
 // compileModules compiles every unit for arch with the model's defines, in
-// parallel, through the disk cache.
-func compileModules(defs string, us []unit, arch, devKey string) (bins [][]byte, hits []bool, err error) {
-	nv, err := loadNVRTC()
-	if err != nil {
-		return nil, nil, err
-	}
-	common, err := sources.ReadFile("kernels/common.cuh")
-	if err != nil {
-		return nil, nil, err
-	}
-	opts := []string{"--gpu-architecture=" + arch, "-std=c++17", "-default-device"}
-	if nv.major > 12 || nv.major == 12 && nv.minor >= 9 {
-		// NVRTC 12.9 and later keep a cache of their own (in
-		// ~/.nv/ComputeCache): ours already serves every start after the
-		// first, which writing theirs slows by about 0.4 s (H200, youtu:
-		// 2.00 s against 1.64-1.78 s)
-		opts = append(opts, "--no-cache")
-	}
+// parallel, through the disk cache; a unit whose compile Prepare started
+// (the same source) is taken from there.
+func (b *Backend) compileModules(defs string, us []unit, arch, devKey string) (bins [][]byte, hits []bool, err error) {
 	bins = make([][]byte, len(us))
 	hits = make([]bool, len(us))
 	errs := make([]error, len(us))
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, max(1, runtime.NumCPU())) // at most a compile per core
 	for i, u := range us {
-		body, err := sources.ReadFile("kernels/" + u.file)
-		if err != nil {
-			return nil, nil, err
+		if a := b.aheadOf(defs, u); a != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-a.done
+				bins[i], hits[i], errs[i] = a.bin, a.hit, a.err
+			}()
+			continue
 		}
-		src := defs + u.defs + string(common) + "\n"
-		for _, h := range moduleHeaders[u.file] {
-			text, err := sources.ReadFile("kernels/" + h)
-			if err != nil {
-				return nil, nil, err
-			}
-			src += string(text) + "\n"
-		}
-		src += string(body)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			bins[i], hits[i], errs[i] = nv.cachedCubin(u.name, src, opts, devKey)
+			bins[i], hits[i], errs[i] = compileUnit(defs, u, arch, devKey)
 		}()
 	}
 	wg.Wait()
@@ -404,6 +408,46 @@ func compileModules(defs string, us []unit, arch, devKey string) (bins [][]byte,
 		}
 	}
 	return bins, hits, nil
+}
+
+// unitSource is unit u's program: the model's defines, the unit's own, the
+// headers and its file.
+func unitSource(defs string, u unit) (string, error) {
+	src := defs + u.defs
+	for _, f := range append([]string{"common.cuh"}, moduleHeaders[u.file]...) {
+		text, err := sources.ReadFile("kernels/" + f)
+		if err != nil {
+			return "", err
+		}
+		src += string(text) + "\n"
+	}
+	body, err := sources.ReadFile("kernels/" + u.file)
+	if err != nil {
+		return "", err
+	}
+	return src + string(body), nil
+}
+
+// compileUnit compiles unit u for arch, or reads it from the disk cache
+// (hit).
+func compileUnit(defs string, u unit, arch, devKey string) (bin []byte, hit bool, err error) {
+	nv, err := loadNVRTC()
+	if err != nil {
+		return nil, false, err
+	}
+	src, err := unitSource(defs, u)
+	if err != nil {
+		return nil, false, err
+	}
+	opts := []string{"--gpu-architecture=" + arch, "-std=c++17", "-default-device"}
+	if nv.major > 12 || nv.major == 12 && nv.minor >= 9 {
+		// NVRTC 12.9 and later keep a cache of their own (in
+		// ~/.nv/ComputeCache): ours already serves every start after the
+		// first, which writing theirs slows by about 0.4 s (H200, youtu:
+		// 2.00 s against 1.64-1.78 s)
+		opts = append(opts, "--no-cache")
+	}
+	return nv.cachedCubin(u.name, src, opts, devKey)
 }
 
 // unitOf is the name of the unit defining kernel name.

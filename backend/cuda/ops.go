@@ -1021,35 +1021,45 @@ func (b *Backend) decodeHeads() (H int, types map[quant.Type]bool) {
 	return H, types
 }
 
-// allocMLA makes mla_decode's scratch where the model and the device allow
-// the kernel: an f16 cache, sm_80 or later, a latent a multiple of 128 wide,
-// k_b and v_b it has a kernel for, up to 32 heads, and shared memory for its
-// tiles (compile then compiles its unit in the background). It runs once, when
-// the cache is made (after the weights, before the kernels compile).
-func (b *Backend) allocMLA() error {
+// mlaShape is mla_decode's launch where the model and the device allow the
+// kernel (ok): an f16 cache, sm_80 or later, a latent a multiple of 128
+// wide, k_b and v_b it has a kernel for (types), H up to 32 heads in mt
+// row tiles of 16, G blocks, and shared bytes of dynamic shared memory for
+// its tiles. It reads only the weights' and the cache's shapes (Prepare
+// asks it before either exists).
+func (b *Backend) mlaShape() (H, mt, G, shared int, types map[quant.Type]bool, ok bool) {
 	if b.kv.esize != 2 || b.info.Major < 8 || b.kvl%128 != 0 || b.kvl > 1024 || b.kv.width%32 != 0 {
-		return nil
+		return
 	}
-	H, types := b.decodeHeads()
+	H, types = b.decodeHeads()
 	if H == 0 || H > mlaMaxHeads {
-		return nil
+		return
 	}
 	// a block per SM, at most 256 (the merge gives each split a thread),
 	// more than the heads (phase 1 gives each head a block or more, and
 	// one more block the token's own row)
-	mt := ceilDiv(H, 16)
-	mr, G, width := 16*mt, min(b.info.SMs, 256), b.kv.width
-	if G <= H {
-		return nil
+	mt = ceilDiv(H, 16)
+	mr, width := 16*mt, b.kv.width
+	if G = min(b.info.SMs, 256); G <= H {
+		return
 	}
 	// kernels/attention.cu's layout: Q (hi, lo), two tiles and P (hi, lo) in
 	// f16; scores (a warp's partial sums each), corr, max, sum in float32
 	tp := mlaTile
 	qst, pst, sst := width+mlaPad, tp+mlaPad, tp+mlaPad
-	shared := 2*(2*mr*qst+2*tp*qst+2*mr*pst) + 4*(attWarps*mr*sst+3*mr)
-	if shared+mlaStatic > b.info.SharedPerBlockMax {
+	shared = 2*(2*mr*qst+2*tp*qst+2*mr*pst) + 4*(attWarps*mr*sst+3*mr)
+	return H, mt, G, shared, types, shared+mlaStatic <= b.info.SharedPerBlockMax
+}
+
+// allocMLA makes mla_decode's scratch where mlaShape allows the kernel
+// (compile then compiles its unit in the background). It runs once, when
+// the cache is made (after the weights, before the kernels compile).
+func (b *Backend) allocMLA() error {
+	H, mt, G, shared, types, ok := b.mlaShape()
+	if !ok {
 		return nil
 	}
+	mr, width := 16*mt, b.kv.width
 	kernel := map[quant.Type]string{}
 	for t := range types { // whether a block fits an SM is asked at the kernel's first launch (mlaKernel)
 		kernel[t] = fmt.Sprintf("mla_decode%d_%s_%s", mt, deviceTypes[t], deviceTypes[t])

@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -34,11 +35,13 @@ func newProfileCmd() *cobra.Command {
 			}
 			opts.Backend = "cuda"
 			opts.Context = depth + 2 // the depth, a step to warm up and the profiled one
+			start := time.Now()
 			lm, err := loadWithin(cmd, args[0], opts, fmt.Sprintf("--depth %d needs a context of %d tokens", depth, opts.Context))
 			if err != nil {
 				return err
 			}
 			defer lm.Close()
+			loaded := time.Since(start)
 			be := lm.Backend.(*cuda.Backend)
 			m := lm.Model
 			// fill the cache to the depth asked for, then warm up one step
@@ -64,8 +67,12 @@ func newProfileCmd() *cobra.Command {
 			if c.Later > 0 {
 				later = fmt.Sprintf("; %d more in the background", c.Later)
 			}
-			fmt.Fprintf(w, "%s: %s, decode step at depth %d, %d kernels; kernels compiled in %.3f s (%d of %d modules from the cache%s)\n",
-				args[0], info.Name, depth, len(times), c.Seconds, c.Cached, c.Modules, later)
+			compiled := fmt.Sprintf("kernels compiled in %.3f s", c.Seconds)
+			if c.Ahead > 0 {
+				compiled = fmt.Sprintf("kernels compiled in %.3f s beside the upload, the load waiting %.3f s more for them", c.Span, c.Seconds)
+			}
+			fmt.Fprintf(w, "%s: %s, decode step at depth %d, %d kernels; loaded in %.2f s; %s (%d of %d modules from the cache, %d begun with the upload%s)\n",
+				args[0], info.Name, depth, len(times), loaded.Seconds(), compiled, c.Cached, c.Modules, c.Ahead, later)
 			printProfile(w, times, top, each)
 			return nil
 		},

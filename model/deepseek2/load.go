@@ -34,6 +34,23 @@ type binder struct {
 	err      error
 	done     int64            // file bytes handed to the backend
 	progress func(done int64) // or nil
+	// shapes, when set, makes a dry run (shapesOf): each weight is noted
+	// here instead of handed over, and no tensor's data is read
+	shapes *[]backend.WeightShape
+}
+
+// shapeOnly stands for a weight a dry run noted.
+type shapeOnly struct{ s backend.WeightShape }
+
+func (w shapeOnly) Name() string     { return w.s.Name }
+func (w shapeOnly) Type() quant.Type { return w.s.Type }
+func (w shapeOnly) Dims() []uint64   { return w.s.Dims }
+
+// note records a weight in a dry run in place of handing it over.
+func (b *binder) note(name string, typ quant.Type, dims []uint64) backend.Weight {
+	s := backend.WeightShape{Name: name, Type: typ, Dims: dims}
+	*b.shapes = append(*b.shapes, s)
+	return shapeOnly{s}
 }
 
 func (b *binder) info(name string, dims ...int) *gguf.TensorInfo {
@@ -57,6 +74,9 @@ func (b *binder) get(name string, dims ...int) backend.Weight {
 	t := b.info(name, dims...)
 	if t == nil {
 		return nil
+	}
+	if b.shapes != nil {
+		return b.note(name, t.Type, t.Dims)
 	}
 	data := b.f.TensorData(t)
 	w, err := b.be.Weight(name, t.Type, t.Dims, data)
@@ -105,6 +125,9 @@ func (b *binder) has(name string) bool { _, ok := b.f.Tensor(name); return ok }
 func (b *binder) f32(name string, vals []float32, dims ...int) backend.Weight {
 	if b.err != nil {
 		return nil
+	}
+	if b.shapes != nil {
+		return b.note(name, quant.F32, dims64(dims))
 	}
 	w, err := b.be.Weight(name, quant.F32, dims64(dims), unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vals))), 4*len(vals)))
 	if err != nil {
@@ -177,6 +200,9 @@ func (b *binder) stacked(st backend.Stacker, first string, n1 int, second string
 	if t1 == nil || t2 == nil || t1.Type != t2.Type {
 		return nil
 	}
+	if b.shapes != nil {
+		return b.note(first+"+"+second, t1.Type, dims64([]int{dim, n1 + n2}))
+	}
 	d1, d2 := b.f.TensorData(t1), b.f.TensorData(t2)
 	w, err := st.StackedWeight(first+"+"+second, t1.Type, dims64([]int{dim, n1 + n2}), d1, d2)
 	return b.adopt(w, err, len(d1)+len(d2))
@@ -190,6 +216,9 @@ func (b *binder) splitKVB(c *Config, p string) (kb, vb backend.Weight) {
 	t := b.info(p+"attn_kv_b.weight", L, H*(N+V))
 	if t == nil {
 		return nil, nil
+	}
+	if b.shapes != nil {
+		return b.f32(p+"attn_k_b.weight", nil, N, L, H), b.f32(p+"attn_v_b.weight", nil, L, V, H)
 	}
 	data := b.f.TensorData(t)
 	all := make([]float32, t.Elements())

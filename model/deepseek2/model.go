@@ -65,19 +65,16 @@ func New(f *gguf.File, c *Config, be backend.Backend, ctx int, progress func(don
 	case ctx > c.ContextLength:
 		return nil, fmt.Errorf("%s: %w", f.Name, &ErrContextTrained{Asked: ctx, Trained: c.ContextLength})
 	}
+	if p, ok := be.(backend.Preparer); ok {
+		// a file the dry run refuses, the real one refuses with the same error
+		if shapes, err := shapesOf(f, c, be); err == nil {
+			p.Prepare(shapes, backend.CacheShape{Layers: c.DecoderLayers(), Positions: ctx, Width: c.CacheRow()})
+		}
+	}
 	b := &binder{f: f, be: be, progress: progress}
 	m := &Model{Config: c, be: be, ctx: ctx, rope: ropeOf(c), scale: attnScale(c)}
-	m.embd = b.get("token_embd.weight", c.Dim, c.Vocab)
-	m.outNorm = b.get("output_norm.weight", c.Dim)
-	m.output = b.opt("output.weight", c.Dim, c.Vocab)
-	if m.output == nil {
-		m.output = m.embd // tied embeddings
-	}
-	for l := 0; l < c.DecoderLayers() && b.err == nil; l++ {
-		m.layers = append(m.layers, b.bindLayer(c, l))
-	}
-	if b.err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Name, b.err)
+	if err := m.bind(b); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name, err)
 	}
 	for l := range m.layers {
 		if m.layers[l].moe != nil {
@@ -98,6 +95,30 @@ func New(f *gguf.File, c *Config, be backend.Backend, ctx int, progress func(don
 		}
 	}
 	return m, nil
+}
+
+// bind hands every weight of the network to the backend through b.
+func (m *Model) bind(b *binder) error {
+	c := m.Config
+	m.embd = b.get("token_embd.weight", c.Dim, c.Vocab)
+	m.outNorm = b.get("output_norm.weight", c.Dim)
+	m.output = b.opt("output.weight", c.Dim, c.Vocab)
+	if m.output == nil {
+		m.output = m.embd // tied embeddings
+	}
+	for l := 0; l < c.DecoderLayers() && b.err == nil; l++ {
+		m.layers = append(m.layers, b.bindLayer(c, l))
+	}
+	return b.err
+}
+
+// shapesOf are the weights New will hand be for f, in order, without their
+// data: a dry run of the binding (backend.Preparer).
+func shapesOf(f *gguf.File, c *Config, be backend.Backend) ([]backend.WeightShape, error) {
+	var shapes []backend.WeightShape
+	dry := &Model{Config: c}
+	err := dry.bind(&binder{f: f, be: be, shapes: &shapes})
+	return shapes, err
 }
 
 // planStep records a decode step for a backend.Planner (a pass over one
