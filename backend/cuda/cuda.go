@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -41,6 +42,7 @@ type Backend struct {
 	// before any other compile), and when
 	ahead      map[string]*aheadUnit
 	aheadStart time.Time
+	aheadStop  atomic.Bool // Close: Prepare's workers start no more compiles
 	// laterSlots bounds the units compiling in the background at once, to
 	// half the cores: a dozen one-token products the decode step does not
 	// launch start right after load, beside the first prompt's work.
@@ -138,12 +140,12 @@ type DeviceInfo struct {
 
 // Compile reports how the kernels were obtained at load.
 type Compile struct {
-	Seconds float64 // what the load waited for its modules (compiled or read from the cache) once the weights were up
+	Seconds float64 // what the load spent on its modules once the weights were up: recording the step (Plan), waiting for the compiles (or the disk cache), loading the modules
 	Modules int
 	Cached  int     // modules read from the disk cache
-	Ahead   int     // modules whose compile began with the upload (Prepare)
+	Ahead   int     // modules queued with the upload (Prepare): compiled there, or by the load where it came to one first
 	Span    float64 // wall time of the compiles begun with the upload, from their start to the last of the modules' end (Seconds where Ahead is 0)
-	Later   int     // modules compiled in the background after load (the one-token products the decode step does not launch, mla_decode's, an output-only type's eight-token products, a dense model's routing), not in Seconds
+	Later   int     // modules the load did not wait for, compiled in the background (the one-token products the decode step does not launch, mla_decode's, an output-only type's eight-token products, a dense model's routing), not in Seconds
 }
 
 // New opens device 0 (or the device named by ordinal) and starts the
@@ -266,6 +268,7 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
+	b.aheadStop.Store(true)
 	b.run(func() {
 		d := b.d
 		call(d.cuStreamSynchronize, b.stream)
@@ -434,7 +437,7 @@ func (b *Backend) hostWeight(name string, typ quant.Type, dims []uint64, parts [
 	if int64(total) != w.rows*rb {
 		return nil, nil, fmt.Errorf("%s: %d bytes of data for %d rows of %d bytes", name, total, w.rows, rb)
 	}
-	if storedType(typ, dims) != typ {
+	if len(dims) == 1 && typ != quant.F32 {
 		// vectors are read as float32 by the kernels
 		v := make([]float32, dims[0])
 		data := parts[0]

@@ -171,7 +171,7 @@ func trace(t *testing.T, path string, want *engine.Trace, graphs, fusion bool, c
 	}
 	defer lm.Close()
 	if c := lm.Backend.(*cuda.Backend).Compiled(); c.Ahead != c.Modules {
-		t.Errorf("%d of the %d units the load waited for came from the compiles begun with the upload (Prepare)", c.Ahead, c.Modules)
+		t.Errorf("%d of the %d units the load waited for had the source Prepare queued beside the upload", c.Ahead, c.Modules)
 	}
 	lm.Backend.(*cuda.Backend).NoGraphs = !graphs
 	lm.Backend.(*cuda.Backend).NoFusion = !fusion
