@@ -20,6 +20,8 @@ done) &
 	grep -aE -- "--- FAIL|^(ok|PASS|FAIL|panic)" $OUT/cudatest.log | head -30
 	grep -aE "largest deviation|cold compile" $OUT/cudatest.log)
 wait
+# the cold compiles of COMPILE_BINS (default main's build against this one)
+export BINS=${COMPILE_BINS:-.bin/latent-main .bin/latent}
 MODELS="glm-4.7-flash youtu-llm-2b" ROUNDS=1 bash backend/cuda/gpu_compile.sh
 MODELS="glm-4.7-flash youtu-llm-2b" ROUNDS=1 EVICT=1 bash backend/cuda/gpu_compile.sh
 export LATENT_KERNEL_CACHE=/tmp/latent-kc
