@@ -4,7 +4,7 @@
 # model and build in BINS (default: .bin/latent-old and .bin/latent, those
 # that are there), alternated, ROUNDS times. The figure is the first line
 # of `latent profile`, which says how long the load waited for its
-# kernels. LAYERS set makes the files that many layers deep: the kernels
+# kernels, and its second, where the weights' upload spent its time. LAYERS set makes the files that many layers deep: the kernels
 # depend only on the shapes and types, which two layers already have (a
 # dense one, then the MoE ones), and the loads take seconds less. EVICT=1
 # drops NVRTC's library files from the page cache before each run, as on
@@ -34,8 +34,9 @@ for r in $(seq ${ROUNDS:-3}); do
 			kc=$(mktemp -d)
 			[ -n "$EVICT" ] && evict
 			start=$(date +%s.%N)
-			line=$(LATENT_KERNEL_CACHE=$kc $bin profile $(file $m) --top 1 2>&1 | head -1)
-			echo "$r $m $bin: ${line#*kernels; } (run $(python3 -c "print(round($(date +%s.%N) - $start, 2))") s)" | tee -a $OUT/compile.log
+			out=$(LATENT_KERNEL_CACHE=$kc $bin profile $(file $m) --top 1 2>&1 | head -2)
+			line=$(echo "$out" | head -1) weights=$(echo "$out" | sed -n 2p)
+			echo "$r $m $bin: ${line#*kernels; } | ${weights#weights: } (run $(python3 -c "print(round($(date +%s.%N) - $start, 2))") s)" | tee -a $OUT/compile.log
 			rm -rf $kc
 		done
 	done
