@@ -2,9 +2,10 @@
 # One device call: cold kernel compiles, each with an empty kernel cache
 # (latent passes NVRTC --no-cache, so each is a real compile), for every
 # model and build in BINS (default: .bin/latent-old and .bin/latent, those
-# that are there), alternated, ROUNDS times. The figure is the first line
-# of `latent profile`, which says how long the load waited for its
-# kernels, and its second, where the weights' upload spent its time. LAYERS set makes the files that many layers deep: the kernels
+# that are there), alternated, ROUNDS times. The figures are the first
+# line of `latent profile`, which says how long the load waited for its
+# kernels, and its second, where the weights' upload spent its time.
+# LAYERS set makes the files that many layers deep: the kernels
 # depend only on the shapes and types, which two layers already have (a
 # dense one, then the MoE ones), and the loads take seconds less. EVICT=1
 # drops NVRTC's library files from the page cache before each run, as on
