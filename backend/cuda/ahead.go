@@ -42,9 +42,10 @@ var errClosedEarly = errors.New("cuda: the backend closed before the unit compil
 // Every unit is queued, as every unit compiles at a load anyway (those a
 // decode step does not launch in the background), in order: the units
 // every pass needs (the costliest first), then the one-token products
-// (about half of them a step launches), then the rest. A core's worker takes them in that order; a
-// load that needs a unit no worker has come to yet compiles it itself
-// (claim), so the ones it does not need never delay it.
+// (about half of them a step launches), then the rest. A core's worker
+// takes them in that order; a load that needs a unit no worker has come to
+// yet compiles it itself (claim), so the ones it does not need never
+// delay it.
 func (b *Backend) Prepare(ws []backend.WeightShape, c backend.CacheShape) {
 	if b.ahead != nil || b.kv != nil || b.kernels != nil {
 		return
@@ -76,17 +77,22 @@ func (b *Backend) Prepare(ws []backend.WeightShape, c backend.CacheShape) {
 					}
 					continue
 				}
-				a.compile(arch, devKey)
+				a.compile(arch, devKey, nil)
 			}
 		}()
 	}
 }
 
-// compile compiles a unless someone claimed it first; either way it
-// returns at once, its answer coming with done.
-func (a *aheadUnit) compile(arch, devKey string) {
+// compile compiles a, taking one of slots where set, unless someone
+// claimed it first (it then returns at once); either way its answer comes
+// with done.
+func (a *aheadUnit) compile(arch, devKey string, slots chan struct{}) {
 	if !a.claimed.CompareAndSwap(false, true) {
 		return
+	}
+	if slots != nil {
+		slots <- struct{}{}
+		defer func() { <-slots }()
 	}
 	a.bin, a.hit, a.err = compileUnit(a.defs, a.u, arch, devKey)
 	a.end = time.Now()
