@@ -54,7 +54,7 @@ type Backend struct {
 	weightBytes int64
 	uploaded    Upload
 	opened      float64 // seconds New took: the driver, NVRTC, the context
-	staged      []byte // the repacked weight being uploaded (StackedWeight), kept until Cache
+	staged      []byte  // the repacked weight being uploaded (StackedWeight), kept until Cache
 	kv          *kvCache
 	ropes       map[*float32]uintptr
 
