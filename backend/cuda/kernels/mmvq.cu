@@ -894,6 +894,15 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     }
 #endif
     const float* src0 = p.xsrc ? xrow(0) : nullptr;
+    // A weighted sum's summands (an MoE down launch: the experts' rows,
+    // then the shared expert's) are rounded as one row of blocks where no
+    // norm ties a row's blocks together: each of round_blocks_q8's passes,
+    // a round trip for x after the wait, then covers every summand instead
+    // of one (deepseek's eight summands took eight, now three; glm's five
+    // two). The rows' addresses need nothing of the kernel before.
+    __shared__ const float* xrows[32];
+    const bool joint = p.xsrc && !p.nw && nk > 1 && nk <= 32;
+    if (joint && threadIdx.x < nk) xrows[threadIdx.x] = xrow(threadIdx.x);
     if (early) pdl_entry();
 
     if (p.xsrc) {
@@ -903,9 +912,19 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
             __syncthreads();
         }
 #endif
-        for (int kk = 0; kk < nk; kk++) {
-            const Part pt = part(kk);
-            round_row_q8(kk ? xrow(kk) : src0, 32 * pt.nb, nw, p.eps, sq + 32 * pt.at, sd + pt.at, sa + pt.at, red);
+        if (joint) {
+            const bool vec = __syncthreads_and(threadIdx.x >= nk || ((unsigned long long)xrows[threadIdx.x] & 15) == 0);
+            const int routed = p.nr ? (int)p.nr * nb : tb;  // the experts' blocks, nb a row; then the extra rows', nbx
+            auto at = [&](int c) {
+                const int kk = c < routed ? c / nb : (int)p.nr + (c - routed) / nbx;
+                return xrows[kk] + 32 * (c - part(kk).at);
+            };
+            round_blocks_q8(at, tb, vec, nullptr, 0.f, sq, sd, sa, red);
+        } else {
+            for (int kk = 0; kk < nk; kk++) {
+                const Part pt = part(kk);
+                round_row_q8(kk ? xrow(kk) : src0, 32 * pt.nb, nw, p.eps, sq + 32 * pt.at, sd + pt.at, sa + pt.at, red);
+            }
         }
     } else {  // rounded by quant_act (unfused operations, never with Kx): copy it in, adding the sums
         for (int i = threadIdx.x; i < nk * nb; i += blockDim.x) {
