@@ -898,8 +898,9 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     // then the shared expert's) are rounded as one row of blocks where no
     // norm ties a row's blocks together: each of round_blocks_q8's passes,
     // a round trip for x after the wait, then covers every summand instead
-    // of one (deepseek's eight summands took eight, now three; glm's five
-    // two). The rows' addresses need nothing of the kernel before.
+    // of one (deepseek's seven summands, six experts' 1408 values and the
+    // shared experts' 2816, took seven passes, now three; glm's five two).
+    // The rows' addresses need nothing of the kernel before.
     __shared__ const float* xrows[32];
     const bool joint = p.xsrc && !p.nw && nk > 1 && nk <= 32;
     if (joint && threadIdx.x < nk) xrows[threadIdx.x] = xrow(threadIdx.x);
