@@ -1,24 +1,34 @@
 package cuda
 
 import (
+	"errors"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/latent-ai/latent/backend"
 	"github.com/latent-ai/latent/quant"
 )
 
-// aheadUnit is a unit whose compile Prepare started: bin, hit and err are
-// set, and end is when, once done is closed.
+// aheadUnit is a unit whose compile Prepare queued. Whoever claims it (a
+// worker of Prepare's, or a load that needs it before a worker came to it)
+// compiles it, sets bin, hit, err and end, and closes done.
 type aheadUnit struct {
-	src  string
-	done chan struct{}
-	bin  []byte
-	hit  bool
-	err  error
-	end  time.Time
+	src     string
+	defs    string
+	u       unit
+	claimed atomic.Bool
+	done    chan struct{}
+	bin     []byte
+	hit     bool
+	err     error
+	end     time.Time
 }
+
+// errClosedEarly is a queued unit's error once the backend closed before a
+// worker came to it.
+var errClosedEarly = errors.New("cuda: the backend closed before the unit compiled")
 
 // Prepare starts compiling every unit of the model's kernels, from the
 // shapes of the weights the model will hand over and of its cache, so that
@@ -27,17 +37,72 @@ type aheadUnit struct {
 // takes each unit it needs from these compiles where its source, the
 // model's defines included, is the same; one whose source came out
 // different (shapes Prepare was not told) compiles then, as without
-// Prepare, so being told wrong costs only the wasted compiles. Every unit
-// starts, as every unit compiles at a load anyway (those a step does not
-// launch in the background): the ones a load waits for first.
+// Prepare, so being told wrong costs only the wasted compiles.
+//
+// Every unit is queued, as every unit compiles at a load anyway (those a
+// decode step does not launch in the background), in order: the units
+// every pass needs, then the one-token products (about half of them a step
+// launches), then the rest. A core's worker takes them in that order; a
+// load that needs a unit no worker has come to yet compiles it itself
+// (claim), so the ones it does not need never delay it.
 func (b *Backend) Prepare(ws []backend.WeightShape, c backend.CacheShape) {
 	if b.ahead != nil || b.kv != nil || b.kernels != nil {
 		return
 	}
+	defs, us, ok := b.prepared(ws, c)
+	if !ok {
+		return
+	}
+	arch, devKey := b.target()
+	b.ahead, b.aheadStart = map[string]*aheadUnit{}, time.Now()
+	queue := make(chan *aheadUnit, len(us))
+	for _, u := range us {
+		src, err := unitSource(defs, u)
+		if err != nil {
+			continue // compileModules meets the same error
+		}
+		a := &aheadUnit{src: src, defs: defs, u: u, done: make(chan struct{})}
+		b.ahead[u.name] = a
+		queue <- a
+	}
+	close(queue)
+	for range min(runtime.NumCPU(), len(b.ahead)) {
+		go func() {
+			for a := range queue {
+				if b.aheadStop.Load() {
+					if a.claimed.CompareAndSwap(false, true) {
+						a.err = errClosedEarly
+						close(a.done)
+					}
+					continue
+				}
+				a.compile(arch, devKey)
+			}
+		}()
+	}
+}
+
+// compile compiles a unless someone claimed it first; either way it
+// returns at once, its answer coming with done.
+func (a *aheadUnit) compile(arch, devKey string) {
+	if !a.claimed.CompareAndSwap(false, true) {
+		return
+	}
+	a.bin, a.hit, a.err = compileUnit(a.defs, a.u, arch, devKey)
+	a.end = time.Now()
+	close(a.done)
+}
+
+// prepared is what Prepare compiles for the model told: its defines and
+// every unit, in the order they are queued (ok false where a weight's type
+// has no kernels: the load refuses it). It works on a Backend of the same
+// device that holds the weights' shapes alone, through the functions
+// compile uses on the bound weights.
+func (b *Backend) prepared(ws []backend.WeightShape, c backend.CacheShape) (defs string, us []unit, ok bool) {
 	v := &Backend{d: b.d, info: b.info, types: map[quant.Type]bool{}}
 	for _, s := range ws {
 		if _, ok := deviceTypes[s.Type]; !ok || len(s.Dims) == 0 {
-			return // the load refuses it
+			return "", nil, false
 		}
 		t := storedType(s.Type, s.Dims)
 		v.types[t] = true
@@ -46,8 +111,6 @@ func (b *Backend) Prepare(ws []backend.WeightShape, c backend.CacheShape) {
 	v.kv = &kvCache{layers: c.Layers, positions: c.Positions, width: c.Width, esize: cacheElement(b.HalfCache)}
 	v.kvl = v.latentWidth()
 	defs, waited, later := v.unitPlan(nil)
-	// the one-token products after the rest: their units are the cheapest,
-	// and a step launches about half of them
 	slices.SortStableFunc(waited, func(x, y unit) int {
 		switch {
 		case x.oneToken == y.oneToken:
@@ -57,32 +120,15 @@ func (b *Backend) Prepare(ws []backend.WeightShape, c backend.CacheShape) {
 		}
 		return 1
 	})
-	us := append(waited, later...)
+	us = append(waited, later...)
 	if _, mt, _, _, _, ok := v.mlaShape(); ok {
 		us = append(us, mlaUnit(mt))
 	}
-	arch, devKey := b.target()
-	b.ahead, b.aheadStart = map[string]*aheadUnit{}, time.Now()
-	slots := make(chan struct{}, max(1, runtime.NumCPU()))
-	for _, u := range us {
-		src, err := unitSource(defs, u)
-		if err != nil {
-			continue // compileModules meets the same error
-		}
-		a := &aheadUnit{src: src, done: make(chan struct{})}
-		b.ahead[u.name] = a
-		go func() {
-			defer close(a.done)
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			a.bin, a.hit, a.err = compileUnit(defs, u, arch, devKey)
-			a.end = time.Now()
-		}()
-	}
+	return defs, us, true
 }
 
-// aheadOf is the compile Prepare started of unit u with the model's defines,
-// or nil where it started none or one of another source.
+// aheadOf is the compile Prepare queued of unit u with the model's defines,
+// or nil where it queued none or one of another source.
 func (b *Backend) aheadOf(defs string, u unit) *aheadUnit {
 	a := b.ahead[u.name]
 	if a == nil {
@@ -94,8 +140,9 @@ func (b *Backend) aheadOf(defs string, u unit) *aheadUnit {
 	return a
 }
 
-// storedType is the type a weight of typ and dims is kept in on the device:
-// vectors in float32, which the kernels read them as; matrices as they are.
+// storedType is the type a weight of typ and dims is kept in on the device
+// (hostWeight): vectors in float32, which the kernels read them as;
+// matrices as they are.
 func storedType(typ quant.Type, dims []uint64) quant.Type {
 	if len(dims) == 1 {
 		return quant.F32

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -41,6 +42,7 @@ type Backend struct {
 	// before any other compile), and when
 	ahead      map[string]*aheadUnit
 	aheadStart time.Time
+	aheadStop  atomic.Bool // Close: Prepare's workers start no more compiles
 	// laterSlots bounds the units compiling in the background at once, to
 	// half the cores: a dozen one-token products the decode step does not
 	// launch start right after load, beside the first prompt's work.
@@ -138,12 +140,12 @@ type DeviceInfo struct {
 
 // Compile reports how the kernels were obtained at load.
 type Compile struct {
-	Seconds float64 // what the load waited for its modules (compiled or read from the cache) once the weights were up
+	Seconds float64 // what the load spent on its modules once the weights were up: recording the step (Plan), waiting for the compiles (or the disk cache), loading the modules
 	Modules int
 	Cached  int     // modules read from the disk cache
-	Ahead   int     // modules whose compile began with the upload (Prepare)
+	Ahead   int     // modules queued with the upload (Prepare): compiled there, or by the load where it came to one first
 	Span    float64 // wall time of the compiles begun with the upload, from their start to the last of the modules' end (Seconds where Ahead is 0)
-	Later   int     // modules compiled in the background after load (the one-token products the decode step does not launch, mla_decode's, an output-only type's eight-token products, a dense model's routing), not in Seconds
+	Later   int     // modules the load did not wait for, compiled in the background (the one-token products the decode step does not launch, mla_decode's, an output-only type's eight-token products, a dense model's routing), not in Seconds
 }
 
 // New opens device 0 (or the device named by ordinal) and starts the
@@ -266,6 +268,7 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
+	b.aheadStop.Store(true)
 	b.run(func() {
 		d := b.d
 		call(d.cuStreamSynchronize, b.stream)
@@ -373,59 +376,9 @@ func (b *Backend) Weight(name string, typ quant.Type, dims []uint64, data []byte
 // repacked on its own where the type needs it, so no joined copy of the
 // parts is made on the host.
 func (b *Backend) StackedWeight(name string, typ quant.Type, dims []uint64, parts ...[]byte) (backend.Weight, error) {
-	if _, ok := deviceTypes[typ]; !ok {
-		return nil, fmt.Errorf("%s: weight type %s is not supported by the cuda backend", name, typ)
-	}
-	if len(dims) == 0 {
-		return nil, fmt.Errorf("%s: a weight needs at least one dimension", name)
-	}
-	rb, err := typ.RowBytes(int64(dims[0]))
+	w, parts, err := b.hostWeight(name, typ, dims, parts)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	w := &weight{name: name, typ: typ, dims: append([]uint64(nil), dims...), rowBytes: rb, rows: 1}
-	for _, d := range dims[1:] {
-		w.rows *= int64(d)
-	}
-	total := 0
-	for i, part := range parts {
-		if int64(len(part))%rb != 0 {
-			return nil, fmt.Errorf("%s: part %d is %d bytes, not whole rows of %d", name, i, len(part), rb)
-		}
-		total += len(part)
-	}
-	if int64(total) != w.rows*rb {
-		return nil, fmt.Errorf("%s: %d bytes of data for %d rows of %d bytes", name, total, w.rows, rb)
-	}
-	if storedType(typ, dims) != typ {
-		// vectors are read as float32 by the kernels
-		v := make([]float32, dims[0])
-		data := parts[0]
-		if len(parts) > 1 {
-			data = slices.Concat(parts...)
-		}
-		if err := quant.Dequantize(typ, data, v); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		w.typ, w.rowBytes = quant.F32, int64(4*len(v))
-		parts = [][]byte{unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))}
-	}
-	if (typ == quant.Q4_0 || typ == quant.Q8_0 || typ == quant.Q6_K) && len(dims) > 1 {
-		// repacked into one buffer kept for the next weight: a fresh one
-		// for each would be zeroed and faulted in, then left to the
-		// collector, for every byte of the model
-		K := int64(dims[0])
-		w.rowBytes = repackedRow(typ, K)
-		if need := w.rows * w.rowBytes; int64(len(b.staged)) < need {
-			b.staged = make([]byte, need)
-		}
-		at := int64(0)
-		for _, part := range parts {
-			n := int64(len(part)) / rb
-			repackInto(typ, b.staged[at:at+n*w.rowBytes], part, n, K)
-			at += n * w.rowBytes
-		}
-		parts = [][]byte{b.staged[:at]}
+		return nil, err
 	}
 	size := w.rows * w.rowBytes
 	var uerr error
@@ -453,6 +406,68 @@ func (b *Backend) StackedWeight(name string, typ quant.Type, dims []uint64, part
 	b.weights = append(b.weights, w)
 	b.weightBytes += size
 	return w, nil
+}
+
+// hostWeight checks a weight's parts against its type and dims and makes
+// on the host what the device keeps of them: its weight (no storage yet)
+// and the bytes to upload, a vector as float32 (storedType), a Q4_0, Q8_0
+// or Q6_K matrix repacked.
+func (b *Backend) hostWeight(name string, typ quant.Type, dims []uint64, parts [][]byte) (*weight, [][]byte, error) {
+	if _, ok := deviceTypes[typ]; !ok {
+		return nil, nil, fmt.Errorf("%s: weight type %s is not supported by the cuda backend", name, typ)
+	}
+	if len(dims) == 0 {
+		return nil, nil, fmt.Errorf("%s: a weight needs at least one dimension", name)
+	}
+	rb, err := typ.RowBytes(int64(dims[0]))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	w := &weight{name: name, typ: typ, dims: append([]uint64(nil), dims...), rowBytes: rb, rows: 1}
+	for _, d := range dims[1:] {
+		w.rows *= int64(d)
+	}
+	total := 0
+	for i, part := range parts {
+		if int64(len(part))%rb != 0 {
+			return nil, nil, fmt.Errorf("%s: part %d is %d bytes, not whole rows of %d", name, i, len(part), rb)
+		}
+		total += len(part)
+	}
+	if int64(total) != w.rows*rb {
+		return nil, nil, fmt.Errorf("%s: %d bytes of data for %d rows of %d bytes", name, total, w.rows, rb)
+	}
+	if len(dims) == 1 && typ != quant.F32 {
+		// vectors are read as float32 by the kernels
+		v := make([]float32, dims[0])
+		data := parts[0]
+		if len(parts) > 1 {
+			data = slices.Concat(parts...)
+		}
+		if err := quant.Dequantize(typ, data, v); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", name, err)
+		}
+		w.typ, w.rowBytes = quant.F32, int64(4*len(v))
+		parts = [][]byte{unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))}
+	}
+	if (typ == quant.Q4_0 || typ == quant.Q8_0 || typ == quant.Q6_K) && len(dims) > 1 {
+		// repacked into one buffer kept for the next weight: a fresh one
+		// for each would be zeroed and faulted in, then left to the
+		// collector, for every byte of the model
+		K := int64(dims[0])
+		w.rowBytes = repackedRow(typ, K)
+		if need := w.rows * w.rowBytes; int64(len(b.staged)) < need {
+			b.staged = make([]byte, need)
+		}
+		at := int64(0)
+		for _, part := range parts {
+			n := int64(len(part)) / rb
+			repackInto(typ, b.staged[at:at+n*w.rowBytes], part, n, K)
+			at += n * w.rowBytes
+		}
+		parts = [][]byte{b.staged[:at]}
+	}
+	return w, parts, nil
 }
 
 // kvCache is the latent cache: [layer][position][width], float32 or f16.

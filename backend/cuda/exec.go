@@ -347,6 +347,11 @@ func (b *Backend) compileLater(u unit, defs, arch, devKey string) {
 	b.compiled.Later++
 	go func() {
 		defer close(l.done)
+		if a := b.aheadOf(defs, u); a != nil { // a worker of Prepare's compiles it
+			<-a.done
+			l.bin, l.err = a.bin, a.err
+			return
+		}
 		b.laterSlots <- struct{}{}
 		defer func() { <-b.laterSlots }()
 		bins, _, err := b.compileModules(defs, []unit{u}, arch, devKey)
@@ -388,6 +393,13 @@ func (b *Backend) compileModules(defs string, us []unit, arch, devKey string) (b
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				if a.claimed.CompareAndSwap(false, true) { // no worker came to it yet: compile it here
+					slots <- struct{}{}
+					a.bin, a.hit, a.err = compileUnit(defs, u, arch, devKey)
+					<-slots
+					a.end = time.Now()
+					close(a.done)
+				}
 				<-a.done
 				bins[i], hits[i], errs[i] = a.bin, a.hit, a.err
 			}()

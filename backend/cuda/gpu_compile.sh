@@ -35,7 +35,7 @@ for r in $(seq ${ROUNDS:-3}); do
 			[ -n "$EVICT" ] && evict
 			start=$(date +%s.%N)
 			line=$(LATENT_KERNEL_CACHE=$kc $bin profile $(file $m) --top 1 2>&1 | head -1)
-			echo "$r $m $bin: ${line#*kernels } (run $(python3 -c "print(round($(date +%s.%N) - $start, 2))") s)" | tee -a $OUT/compile.log
+			echo "$r $m $bin: ${line#*kernels; } (run $(python3 -c "print(round($(date +%s.%N) - $start, 2))") s)" | tee -a $OUT/compile.log
 			rm -rf $kc
 		done
 	done

@@ -15,8 +15,8 @@ import (
 // prompt and the decode step after it launch: the plan's recorded step
 // picked the one-token products among them (only those), and the other
 // one-token products' units compile in the background. Every unit it
-// waits for began compiling with the upload: Prepare, told the weights'
-// and the cache's shapes, gave the same sources as the bound model.
+// waits for is one Prepare queued beside the upload: told the weights' and
+// the cache's shapes, it gave the same sources as the bound model.
 func TestPlanCompilesTheDecodeStep(t *testing.T) {
 	needGPU(t)
 	for _, c := range []struct {
@@ -33,7 +33,7 @@ func TestPlanCompilesTheDecodeStep(t *testing.T) {
 			defer lm.Close()
 			b := lm.Backend.(*cuda.Backend)
 			if c := b.Compiled(); c.Ahead != c.Modules {
-				t.Errorf("%d of the %d units the load waited for came from the compiles begun with the upload (Prepare): the others' sources differ", c.Ahead, c.Modules)
+				t.Errorf("%d of the %d units the load waited for had the source Prepare queued beside the upload: the others differ", c.Ahead, c.Modules)
 			}
 			loaded, background := b.LoadedUnits(), b.BackgroundUnits()
 			if !slices.ContainsFunc(background, func(u string) bool { return strings.HasPrefix(u, "mmv1_") || strings.HasPrefix(u, "mmvk1") }) {

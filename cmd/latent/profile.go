@@ -71,7 +71,7 @@ func newProfileCmd() *cobra.Command {
 			if c.Ahead > 0 {
 				compiled = fmt.Sprintf("kernels compiled in %.3f s beside the upload, the load waiting %.3f s more for them", c.Span, c.Seconds)
 			}
-			fmt.Fprintf(w, "%s: %s, decode step at depth %d, %d kernels; loaded in %.2f s; %s (%d of %d modules from the cache, %d begun with the upload%s)\n",
+			fmt.Fprintf(w, "%s: %s, decode step at depth %d, %d kernels; loaded in %.2f s; %s (%d of %d modules from the cache, %d queued with the upload%s)\n",
 				args[0], info.Name, depth, len(times), loaded.Seconds(), compiled, c.Cached, c.Modules, c.Ahead, later)
 			printProfile(w, times, top, each)
 			return nil
