@@ -900,10 +900,26 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     // a round trip for x after the wait, then covers every summand instead
     // of one (deepseek's seven summands, six experts' 1408 values and the
     // shared experts' 2816, took seven passes, now three; glm's five two).
-    // The rows' addresses need nothing of the kernel before.
+    // The blocks' addresses need nothing of the kernel before, so they are
+    // found before the wait, divisions and all.
+    constexpr int JOINT_BLOCKS = 512;
     __shared__ const float* xrows[32];
-    const bool joint = p.xsrc && !p.nw && nk > 1 && nk <= 32;
-    if (joint && threadIdx.x < nk) xrows[threadIdx.x] = xrow(threadIdx.x);
+    __shared__ const float* xblk[JOINT_BLOCKS];
+    const bool joint = p.xsrc && !p.nw && nk > 1 && nk <= 32 && tb <= JOINT_BLOCKS;
+    bool xvec = true;  // every block 16-byte aligned
+    if (joint) {
+        if (threadIdx.x < nk) xrows[threadIdx.x] = xrow(threadIdx.x);
+        __syncthreads();
+        const int routed = p.nr ? (int)p.nr * nb : tb;  // the experts' blocks, nb a row; then the extra rows', nbx
+        bool aligned = true;
+        for (int c = threadIdx.x; c < tb; c += blockDim.x) {
+            const int kk = c < routed ? c / nb : (int)p.nr + (c - routed) / nbx;
+            const float* b = xrows[kk] + 32 * (c - part(kk).at);
+            xblk[c] = b;
+            aligned = aligned && ((unsigned long long)b & 15) == 0;
+        }
+        xvec = __syncthreads_and(aligned);
+    }
     if (early) pdl_entry();
 
     if (p.xsrc) {
@@ -914,13 +930,7 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
         }
 #endif
         if (joint) {
-            const bool vec = __syncthreads_and(threadIdx.x >= nk || ((unsigned long long)xrows[threadIdx.x] & 15) == 0);
-            const int routed = p.nr ? (int)p.nr * nb : tb;  // the experts' blocks, nb a row; then the extra rows', nbx
-            auto at = [&](int c) {
-                const int kk = c < routed ? c / nb : (int)p.nr + (c - routed) / nbx;
-                return xrows[kk] + 32 * (c - part(kk).at);
-            };
-            round_blocks_q8(at, tb, vec, nullptr, 0.f, sq, sd, sa, red);
+            round_blocks_q8([&](int c) { return xblk[c]; }, tb, xvec, nullptr, 0.f, sq, sd, sa, red);
         } else {
             for (int kk = 0; kk < nk; kk++) {
                 const Part pt = part(kk);
