@@ -51,6 +51,7 @@ type Backend struct {
 	types       map[quant.Type]bool
 	weights     []*weight
 	weightBytes int64
+	uploaded    Upload
 	staged      []byte // the repacked weight being uploaded (StackedWeight), kept until Cache
 	kv          *kvCache
 	ropes       map[*float32]uintptr
@@ -258,6 +259,17 @@ func (b *Backend) Device() DeviceInfo { return b.info }
 // Compiled says how long the kernels took to compile or load at load time.
 func (b *Backend) Compiled() Compile { return b.compiled }
 
+// Upload is where a load's weights spent their time: on the host (checks,
+// float32 vectors, repacking: hostWeight) and in the copies to the device
+// (allocation included).
+type Upload struct {
+	Host, Copy float64 // seconds
+	Bytes      int64   // on the device
+}
+
+// Uploaded says where the weights' upload spent its time.
+func (b *Backend) Uploaded() Upload { return b.uploaded }
+
 // Launches counts the kernels run since the backend started (graph nodes
 // included), for kernels per token.
 func (b *Backend) Launches() uint64 { return b.nLaunch }
@@ -376,10 +388,14 @@ func (b *Backend) Weight(name string, typ quant.Type, dims []uint64, data []byte
 // repacked on its own where the type needs it, so no joined copy of the
 // parts is made on the host.
 func (b *Backend) StackedWeight(name string, typ quant.Type, dims []uint64, parts ...[]byte) (backend.Weight, error) {
+	start := time.Now()
 	w, parts, err := b.hostWeight(name, typ, dims, parts)
 	if err != nil {
 		return nil, err
 	}
+	copied := time.Now()
+	b.uploaded.Host += copied.Sub(start).Seconds()
+	defer func() { b.uploaded.Copy += time.Since(copied).Seconds() }()
 	size := w.rows * w.rowBytes
 	var uerr error
 	b.run(func() {
@@ -405,6 +421,7 @@ func (b *Backend) StackedWeight(name string, typ quant.Type, dims []uint64, part
 	b.types[w.typ] = true
 	b.weights = append(b.weights, w)
 	b.weightBytes += size
+	b.uploaded.Bytes += size
 	return w, nil
 }
 

@@ -2,9 +2,10 @@
 # One device call: cold kernel compiles, each with an empty kernel cache
 # (latent passes NVRTC --no-cache, so each is a real compile), for every
 # model and build in BINS (default: .bin/latent-old and .bin/latent, those
-# that are there), alternated, ROUNDS times. The figure is the first line
-# of `latent profile`, which says how long the load waited for its
-# kernels. LAYERS set makes the files that many layers deep: the kernels
+# that are there), alternated, ROUNDS times. The figures are the first
+# line of `latent profile`, which says how long the load waited for its
+# kernels, and its second, where the weights' upload spent its time.
+# LAYERS set makes the files that many layers deep: the kernels
 # depend only on the shapes and types, which two layers already have (a
 # dense one, then the MoE ones), and the loads take seconds less. EVICT=1
 # drops NVRTC's library files from the page cache before each run, as on
@@ -34,8 +35,9 @@ for r in $(seq ${ROUNDS:-3}); do
 			kc=$(mktemp -d)
 			[ -n "$EVICT" ] && evict
 			start=$(date +%s.%N)
-			line=$(LATENT_KERNEL_CACHE=$kc $bin profile $(file $m) --top 1 2>&1 | head -1)
-			echo "$r $m $bin: ${line#*kernels; } (run $(python3 -c "print(round($(date +%s.%N) - $start, 2))") s)" | tee -a $OUT/compile.log
+			out=$(LATENT_KERNEL_CACHE=$kc $bin profile $(file $m) --top 1 2>&1 | head -2)
+			line=$(echo "$out" | head -1) weights=$(echo "$out" | sed -n 2p)
+			echo "$r $m $bin: ${line#*kernels; } | ${weights#weights: } (run $(python3 -c "print(round($(date +%s.%N) - $start, 2))") s)" | tee -a $OUT/compile.log
 			rm -rf $kc
 		done
 	done

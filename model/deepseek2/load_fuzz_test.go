@@ -5,15 +5,26 @@ import (
 	"math"
 	"testing"
 
+	"github.com/latent-ai/latent/backend"
 	"github.com/latent-ai/latent/backend/cpu"
 	"github.com/latent-ai/latent/gguf"
 	"github.com/latent-ai/latent/model/deepseek2"
 	"github.com/latent-ai/latent/synth"
 )
 
+// preparing is the CPU backend as a backend.Preparer, so that a load also
+// makes its dry run (what Prepare is told).
+type preparing struct {
+	*cpu.CPU
+	told int
+}
+
+func (p *preparing) Prepare(ws []backend.WeightShape, _ backend.CacheShape) { p.told = len(ws) }
+
 // A tiny MoE model with one numeric metadata value replaced by any other
 // either fails to load with an error or loads and decodes two tokens to a
-// vocabulary's worth of logits; it never panics or runs out of memory.
+// vocabulary's worth of logits; it never panics or runs out of memory. A
+// file it loads, the dry run for a backend.Preparer takes too.
 func FuzzLoadMetadata(f *testing.F) {
 	orig := synthFile(f, "tiny-glm", synth.Q4_0)
 	var keys []string // the numeric keys of the model (not the file's alignment)
@@ -37,9 +48,13 @@ func FuzzLoadMetadata(f *testing.F) {
 		if err != nil {
 			t.Fatalf("%s = %d: the writer's file does not parse: %v", key, value, err)
 		}
-		m, err := deepseek2.Load(file, cpu.New(1), 16)
+		be := &preparing{CPU: cpu.New(1)}
+		m, err := deepseek2.Load(file, be, 16)
 		if err != nil {
 			return
+		}
+		if be.told == 0 { // the dry run refused what the load took
+			t.Fatalf("%s = %d: loaded, but Prepare was not told its weights", key, value)
 		}
 		logits, err := m.Forward([]int32{1, 2}, false)
 		if err != nil {
