@@ -62,17 +62,20 @@ __device__ __forceinline__ u32 ldw2(const void* p) {
 // took one a pass (K = 1408 two, 10944 eleven; an MoE down launch rounds
 // its experts' rows in turn). deepseek-v2-lite decoded 457 -> 471 tok/s,
 // youtu (K 2048 and 6144) the same; RP = 8 was slower than 4.
-__device__ __forceinline__ void round_row_q8(const float* x, int L, const float* nw, float eps, i8* qr, float* dr, int* ar, float* red) {
+//
+// round_blocks_q8 is its body over nc blocks wherever they lie: at(c) is
+// block c's 32 values (vec: every block and nw 16-byte aligned), so the
+// rows of several summands can be one row of blocks (mmv1_impl).
+template <class At>
+__device__ __forceinline__ void round_blocks_q8(At at, int nc, bool vec, const float* nw, float eps, i8* qr, float* dr, int* ar, float* red) {
     constexpr int RP = 4;
-    const int nc = L / 32;
-    const bool vec = (((unsigned long long)x | (unsigned long long)(nw ? nw : x)) & 15) == 0;
     const int j = threadIdx.x & 7, per = blockDim.x / 8;  // the thread's four values: word j of block c0 + u·per + threadIdx.x / 8
     float4 f[RP];
     auto fetch = [&](int c0) {
 #pragma unroll
         for (int u = 0; u < RP; u++) {
             const int c = c0 + u * per + (int)(threadIdx.x >> 3);
-            f[u] = vec && c < nc ? *(const float4*)(x + 32 * c + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
+            f[u] = vec && c < nc ? *(const float4*)(at(c) + 4 * j) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
     };
     fetch(0);
@@ -82,7 +85,7 @@ __device__ __forceinline__ void round_row_q8(const float* x, int L, const float*
         for (int c = threadIdx.x; c < nc; c += blockDim.x) {
             float v[32];
             if (vec) {
-                const float4* p = (const float4*)(x + 32 * c);
+                const float4* p = (const float4*)at(c);
 #pragma unroll
                 for (int k = 0; k < 8; k++) {
                     const float4 q = p[k];
@@ -90,12 +93,12 @@ __device__ __forceinline__ void round_row_q8(const float* x, int L, const float*
                 }
             } else {
 #pragma unroll
-                for (int i = 0; i < 32; i++) v[i] = x[32 * c + i];
+                for (int i = 0; i < 32; i++) v[i] = at(c)[i];
             }
 #pragma unroll
             for (int i = 0; i < 32; i++) ss += v[i] * v[i];
         }
-        scale = rms_scale(block_sum(ss, red), L, eps);
+        scale = rms_scale(block_sum(ss, red), 32 * nc, eps);
     }
     for (int c0 = 0; c0 < nc; c0 += RP * per) {  // the same trip counts in every thread: all shuffle
         if (c0 > 0) fetch(c0);
@@ -118,7 +121,7 @@ __device__ __forceinline__ void round_row_q8(const float* x, int L, const float*
                     }
                 } else {
 #pragma unroll
-                    for (int i = 0; i < 4; i++) v[i] = nw ? (x[o + i] * scale) * nw[o + i] : x[o + i];
+                    for (int i = 0; i < 4; i++) v[i] = nw ? (at(c)[4 * j + i] * scale) * nw[o + i] : at(c)[4 * j + i];
                 }
             }
             float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
@@ -145,6 +148,11 @@ __device__ __forceinline__ void round_row_q8(const float* x, int L, const float*
             }
         }
     }
+}
+
+__device__ __forceinline__ void round_row_q8(const float* x, int L, const float* nw, float eps, i8* qr, float* dr, int* ar, float* red) {
+    const bool vec = (((unsigned long long)x | (unsigned long long)(nw ? nw : x)) & 15) == 0;
+    round_blocks_q8([&](int c) { return x + 32 * c; }, L / 32, vec, nw, eps, qr, dr, ar, red);
 }
 
 // Per type: W 16-byte loads per 32-value block, and a block's value from

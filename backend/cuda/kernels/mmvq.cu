@@ -894,6 +894,32 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
     }
 #endif
     const float* src0 = p.xsrc ? xrow(0) : nullptr;
+    // A weighted sum's summands (an MoE down launch: the experts' rows,
+    // then the shared expert's) are rounded as one row of blocks where no
+    // norm ties a row's blocks together: each of round_blocks_q8's passes,
+    // a round trip for x after the wait, then covers every summand instead
+    // of one (deepseek's seven summands, six experts' 1408 values and the
+    // shared experts' 2816, took seven passes, now three; glm's five two).
+    // The blocks' addresses need nothing of the kernel before, so they are
+    // found before the wait, divisions and all.
+    constexpr int JOINT_BLOCKS = 512;
+    __shared__ const float* xrows[32];
+    __shared__ const float* xblk[JOINT_BLOCKS];
+    const bool joint = p.xsrc && !p.nw && nk > 1 && nk <= 32 && tb <= JOINT_BLOCKS;
+    bool xvec = true;  // every block 16-byte aligned
+    if (joint) {
+        if (threadIdx.x < nk) xrows[threadIdx.x] = xrow(threadIdx.x);
+        __syncthreads();
+        const int routed = p.nr ? (int)p.nr * nb : tb;  // the experts' blocks, nb a row; then the extra rows', nbx
+        bool aligned = true;
+        for (int c = threadIdx.x; c < tb; c += blockDim.x) {
+            const int kk = c < routed ? c / nb : (int)p.nr + (c - routed) / nbx;
+            const float* b = xrows[kk] + 32 * (c - part(kk).at);
+            xblk[c] = b;
+            aligned = aligned && ((unsigned long long)b & 15) == 0;
+        }
+        xvec = __syncthreads_and(aligned);
+    }
     if (early) pdl_entry();
 
     if (p.xsrc) {
@@ -903,9 +929,13 @@ template <int TY, int G, int JC, bool DUAL> __device__ __forceinline__ void mmv1
             __syncthreads();
         }
 #endif
-        for (int kk = 0; kk < nk; kk++) {
-            const Part pt = part(kk);
-            round_row_q8(kk ? xrow(kk) : src0, 32 * pt.nb, nw, p.eps, sq + 32 * pt.at, sd + pt.at, sa + pt.at, red);
+        if (joint) {
+            round_blocks_q8([&](int c) { return xblk[c]; }, tb, xvec, nullptr, 0.f, sq, sd, sa, red);
+        } else {
+            for (int kk = 0; kk < nk; kk++) {
+                const Part pt = part(kk);
+                round_row_q8(kk ? xrow(kk) : src0, 32 * pt.nb, nw, p.eps, sq + 32 * pt.at, sd + pt.at, sa + pt.at, red);
+            }
         }
     } else {  // rounded by quant_act (unfused operations, never with Kx): copy it in, adding the sums
         for (int i = threadIdx.x; i < nk * nb; i += blockDim.x) {
