@@ -229,3 +229,27 @@ func TestPrepareStopsAtClose(t *testing.T) {
 		}
 	}
 }
+
+// Prepare queues the units every pass needs first, attn_decode (the
+// costliest) at their head where the model has it, then the one-token
+// products together, then the units a load does not wait for.
+func TestPreparedOrder(t *testing.T) {
+	ws, c := told(t, "tiny-glm-q4_0")
+	_, us, ok := hopper(true).prepared(ws, c)
+	if !ok || len(us) == 0 {
+		t.Fatalf("nothing prepared (ok %v)", ok)
+	}
+	if us[0].name != "attn_decode" {
+		t.Errorf("first unit %s, want attn_decode", us[0].name)
+	}
+	first := slices.IndexFunc(us, func(u unit) bool { return u.oneToken })
+	last := first
+	for i, u := range us {
+		if u.oneToken {
+			last = i
+		}
+	}
+	if first < 1 || slices.ContainsFunc(us[first:last+1], func(u unit) bool { return !u.oneToken }) {
+		t.Errorf("the one-token products are not one run after every pass's units: %v", mapped(us, func(u unit) string { return u.name }))
+	}
+}

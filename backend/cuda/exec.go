@@ -393,13 +393,7 @@ func (b *Backend) compileModules(defs string, us []unit, arch, devKey string) (b
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if a.claimed.CompareAndSwap(false, true) { // no worker came to it yet: compile it here
-					slots <- struct{}{}
-					a.bin, a.hit, a.err = compileUnit(defs, u, arch, devKey)
-					<-slots
-					a.end = time.Now()
-					close(a.done)
-				}
+				a.compile(arch, devKey, slots) // where no worker came to it yet
 				<-a.done
 				bins[i], hits[i], errs[i] = a.bin, a.hit, a.err
 			}()
