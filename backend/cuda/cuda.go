@@ -52,6 +52,7 @@ type Backend struct {
 	weights     []*weight
 	weightBytes int64
 	uploaded    Upload
+	opened      float64   // seconds New took: the driver, NVRTC, the context
 	pins        [2]pinned // the weights' pinned buffers (upload), until Cache
 	pinNext     int
 	kv          *kvCache
@@ -153,6 +154,7 @@ type Compile struct {
 // New opens device 0 (or the device named by ordinal) and starts the
 // goroutine that owns its context.
 func New(ordinal int) (*Backend, error) {
+	start := time.Now()
 	d, err := loadDriver()
 	if err != nil {
 		return nil, err
@@ -173,6 +175,7 @@ func New(ordinal int) (*Backend, error) {
 	if err := <-started; err != nil {
 		return nil, err
 	}
+	b.opened = time.Since(start).Seconds()
 	return b, nil
 }
 
@@ -272,6 +275,10 @@ type Upload struct {
 
 // Uploaded says where the weights' upload spent its time.
 func (b *Backend) Uploaded() Upload { return b.uploaded }
+
+// Opened is the seconds New took: loading the driver and NVRTC, and the
+// device's context (before any kernel could start compiling).
+func (b *Backend) Opened() float64 { return b.opened }
 
 // Launches counts the kernels run since the backend started (graph nodes
 // included), for kernels per token.

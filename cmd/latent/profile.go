@@ -74,7 +74,7 @@ func newProfileCmd() *cobra.Command {
 			fmt.Fprintf(w, "%s: %s, decode step at depth %d, %d kernels; loaded in %.2f s; %s (%d of %d modules from the cache, %d queued with the upload%s)\n",
 				args[0], info.Name, depth, len(times), loaded.Seconds(), compiled, c.Cached, c.Modules, c.Ahead, later)
 			u := be.Uploaded()
-			fmt.Fprintf(w, "weights: %.2f GB, %.2f s on the host (checks, repacking), %.2f s copying to the device\n", float64(u.Bytes)/1e9, u.Host, u.Copy)
+			fmt.Fprintf(w, "weights: %.2f GB, %.2f s on the host (checks, repacking), %.2f s copying to the device; the device opened in %.2f s\n", float64(u.Bytes)/1e9, u.Host, u.Copy, be.Opened())
 			printProfile(w, times, top, each)
 			return nil
 		},
