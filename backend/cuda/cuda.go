@@ -38,14 +38,15 @@ type Backend struct {
 
 	kernels  *kernels
 	compiled Compile
-	// the units Prepare started compiling, by name (written only there,
-	// before any other compile), and when
+	// the units Prepare queued, by name (written only there, before any
+	// other compile), and when
 	ahead      map[string]*aheadUnit
 	aheadStart time.Time
 	aheadStop  atomic.Bool // Close: Prepare's workers start no more compiles
 	// laterSlots bounds the units compiling in the background at once, to
-	// half the cores: a dozen one-token products the decode step does not
-	// launch start right after load, beside the first prompt's work.
+	// half the cores, where no Prepare queued them: a dozen one-token
+	// products the decode step does not launch start right after load,
+	// beside the first prompt's work.
 	laterSlots chan struct{}
 
 	types       map[quant.Type]bool

@@ -339,8 +339,8 @@ func (b *Backend) routes() bool {
 	return false
 }
 
-// compileLater starts compiling unit u in the background; lookup waits for
-// it and loads it.
+// compileLater starts compiling unit u in the background (or waits for
+// Prepare's compile of it); lookup waits for it and loads it.
 func (b *Backend) compileLater(u unit, defs, arch, devKey string) {
 	l := &laterUnit{done: make(chan struct{})}
 	b.kernels.later[u.name] = l
