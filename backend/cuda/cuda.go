@@ -678,6 +678,12 @@ func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
 	n := int64(layers) * int64(positions) * int64(width) * k.esize
 	var err error
 	b.run(func() {
+		// the weights went up as pageable copies on the legacy stream, which
+		// may return before their DMA lands; the kernels run on b.stream,
+		// which does not wait for the legacy stream
+		if err = b.d.check("upload the weights", call(b.d.cuStreamSynchronize, 0)); err != nil {
+			return
+		}
 		if k.ptr, err = b.alloc(n, fmt.Sprintf("the latent cache (%d layers × %d positions × %d values)", layers, positions, width)); err != nil {
 			return
 		}
@@ -921,7 +927,9 @@ func (b *Backend) ropeFreqs(r *backend.Rope) uintptr {
 		if p, err = b.alloc(int64(4*len(r.Freqs)), "rope frequencies"); err != nil {
 			return
 		}
-		err = b.d.check("upload rope", call(b.d.cuMemcpyHtoD, p, uintptr(unsafe.Pointer(&r.Freqs[0])), uintptr(4*len(r.Freqs))))
+		if err = b.d.check("upload rope", call(b.d.cuMemcpyHtoD, p, uintptr(unsafe.Pointer(&r.Freqs[0])), uintptr(4*len(r.Freqs)))); err == nil {
+			err = b.d.check("upload rope", call(b.d.cuStreamSynchronize, 0)) // landed before b.stream's kernels read it (Cache)
+		}
 	})
 	if err != nil {
 		b.allocFailed(err)
