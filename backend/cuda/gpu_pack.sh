@@ -6,7 +6,9 @@
 # (run's carry: [".bin", ".golden"]) and start the call with
 # `(cd .bin && tar xzf pack.tgz)`; then, for example,
 # `BENCH_BINS=".bin/latent-main .bin/latent" backend/cuda/gpu_check.sh`.
-#   backend/cuda/gpu_pack.sh main=main joint=wip/joint-rounding
+# An argument +NAME=REF also builds REF's cuda.test as cuda.test-NAME (its
+# kernels are REF's), so that one call can test several branches.
+#   backend/cuda/gpu_pack.sh main=main joint=wip/joint-rounding +kq=wip/kquant-ggml-order
 set -e
 cd "$(git rev-parse --show-toplevel)"
 raw=$(mktemp -d)
@@ -14,11 +16,13 @@ build() { CGO_ENABLED=0 go build -ldflags='-s -w' -o "$2" ./cmd/latent; }
 build . "$raw/latent"
 go test -c -ldflags='-s -w' -o "$raw/cuda.test" ./backend/cuda
 for arg in "$@"; do
+	tests=${arg%%[!+]*} arg=${arg#+}
 	name=${arg%%=*} ref=${arg#*=}
 	wt=/tmp/gpu-pack-$name
 	git worktree remove --force "$wt" 2>/dev/null || true
 	git worktree add -f --detach "$wt" "$ref" >/dev/null
 	(cd "$wt" && build . "$raw/latent-$name")
+	[ -n "$tests" ] && (cd "$wt" && go test -c -ldflags='-s -w' -o "$raw/cuda.test-$name" ./backend/cuda)
 	git worktree remove --force "$wt"
 done
 mkdir -p .bin .golden
