@@ -31,7 +31,7 @@ func TestStoredTypeIsWhatTheDeviceKeeps(t *testing.T) {
 				for _, d := range dims[1:] {
 					rows *= int64(d)
 				}
-				w, _, err := (&Backend{}).hostWeight("w", typ, dims, [][]byte{make([]byte, rows*rb)})
+				w, _, err := hostWeight("w", typ, dims, [][]byte{make([]byte, rows*rb)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -128,7 +128,7 @@ func TestPreparedIsWhatTheBoundModelCompiles(t *testing.T) {
 				}
 				bound := hopper(half)
 				for _, h := range r.handed {
-					w, _, err := bound.hostWeight(h.name, h.typ, h.dims, h.parts)
+					w, _, err := hostWeight(h.name, h.typ, h.dims, h.parts)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -53,8 +53,9 @@ type Backend struct {
 	weights     []*weight
 	weightBytes int64
 	uploaded    Upload
-	opened      float64 // seconds New took: the driver, NVRTC, the context
-	staged      []byte  // the repacked weight being uploaded (StackedWeight), kept until Cache
+	opened      float64   // seconds New took: the driver, NVRTC, the context
+	pins        [2]pinned // the weights' pinned buffers (upload), until Cache
+	pinNext     int
 	kv          *kvCache
 	ropes       map[*float32]uintptr
 
@@ -264,8 +265,10 @@ func (b *Backend) Device() DeviceInfo { return b.info }
 func (b *Backend) Compiled() Compile { return b.compiled }
 
 // Upload is where a load's weights spent their time: on the host (checks,
-// float32 vectors, repacking: hostWeight) and in the copies to the device
-// (allocation included).
+// float32 vectors, repacking: hostWeight and its fill) and on the copies to
+// the device where the host's work did not hide them (allocation, waits
+// for a pinned buffer, the calls; the last copy's tail, waited for at
+// Cache, not counted).
 type Upload struct {
 	Host, Copy float64 // seconds
 	Bytes      int64   // on the device
@@ -291,6 +294,7 @@ func (b *Backend) Close() error {
 	b.aheadStop.Store(true)
 	b.run(func() {
 		d := b.d
+		b.dropPins() // a load that failed before Cache
 		call(d.cuStreamSynchronize, b.stream)
 		for _, g := range b.graphs {
 			call(d.cuGraphExecDestroy, g)
@@ -397,34 +401,28 @@ func (b *Backend) Weight(name string, typ quant.Type, dims []uint64, data []byte
 // parts is made on the host.
 func (b *Backend) StackedWeight(name string, typ quant.Type, dims []uint64, parts ...[]byte) (backend.Weight, error) {
 	start := time.Now()
-	w, parts, err := b.hostWeight(name, typ, dims, parts)
+	w, h, err := hostWeight(name, typ, dims, parts)
 	if err != nil {
 		return nil, err
 	}
-	copied := time.Now()
-	b.uploaded.Host += copied.Sub(start).Seconds()
-	defer func() { b.uploaded.Copy += time.Since(copied).Seconds() }()
+	checked := time.Now()
 	size := w.rows * w.rowBytes
-	var uerr error
-	b.run(func() {
-		if w.ptr, uerr = b.alloc(size, "weight "+name); uerr != nil {
-			return
-		}
-		at := w.ptr
-		for _, part := range parts {
-			if len(part) == 0 {
-				continue
-			}
-			if uerr = b.d.check("upload "+name, call(b.d.cuMemcpyHtoD, at, uintptr(unsafe.Pointer(&part[0])), uintptr(len(part)))); uerr != nil {
+	b.run(func() { w.ptr, err = b.alloc(size, "weight "+name) })
+	if err == nil {
+		err = b.upload(w.ptr, h)
+	}
+	// the host's part: the checks and the bytes made (fill); the rest, what
+	// of the copies the making did not hide
+	b.uploaded.Host += checked.Sub(start).Seconds() + h.host
+	b.uploaded.Copy += time.Since(checked).Seconds() - h.host
+	if err != nil {
+		if w.ptr != 0 {
+			b.run(func() {
+				call(b.d.cuStreamSynchronize, b.stream) // no copy into it still runs
 				call(b.d.cuMemFree, w.ptr)
-				return
-			}
-			at += uintptr(len(part))
+			})
 		}
-	})
-	runtime.KeepAlive(parts)
-	if uerr != nil {
-		return nil, fmt.Errorf("%s: %w", name, uerr)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	b.types[w.typ] = true
 	b.weights = append(b.weights, w)
@@ -433,11 +431,20 @@ func (b *Backend) StackedWeight(name string, typ quant.Type, dims []uint64, part
 	return w, nil
 }
 
-// hostWeight checks a weight's parts against its type and dims and makes
-// on the host what the device keeps of them: its weight (no storage yet)
-// and the bytes to upload, a vector as float32 (storedType), a Q4_0, Q8_0
-// or Q6_K matrix repacked.
-func (b *Backend) hostWeight(name string, typ quant.Type, dims []uint64, parts [][]byte) (*weight, [][]byte, error) {
+// hostBytes are a weight's bytes as the device keeps them, rows of
+// rowBytes, made on the host a range of rows at a time (fill), straight
+// into the buffer they are copied from; host sums the seconds fill took.
+type hostBytes struct {
+	rows, rowBytes int64
+	fill           func(dst []byte, r0, n int64) // rows [r0, r0+n) into dst[:n·rowBytes]
+	host           float64
+}
+
+// hostWeight checks a weight's parts against its type and dims and says
+// what the device keeps of them: its weight (no storage yet) and how to
+// make its bytes, a vector as float32 (storedType), a Q4_0, Q8_0 or Q6_K
+// matrix repacked (repackInto), the rest as they are.
+func hostWeight(name string, typ quant.Type, dims []uint64, parts [][]byte) (*weight, *hostBytes, error) {
 	if _, ok := deviceTypes[typ]; !ok {
 		return nil, nil, fmt.Errorf("%s: weight type %s is not supported by the cuda backend", name, typ)
 	}
@@ -447,6 +454,9 @@ func (b *Backend) hostWeight(name string, typ quant.Type, dims []uint64, parts [
 	rb, err := typ.RowBytes(int64(dims[0]))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if rb == 0 {
+		return nil, nil, fmt.Errorf("%s: rows of %d values", name, dims[0])
 	}
 	w := &weight{name: name, typ: typ, dims: append([]uint64(nil), dims...), rowBytes: rb, rows: 1}
 	for _, d := range dims[1:] {
@@ -472,27 +482,166 @@ func (b *Backend) hostWeight(name string, typ quant.Type, dims []uint64, parts [
 		if err := quant.Dequantize(typ, data, v); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", name, err)
 		}
-		w.typ, w.rowBytes = quant.F32, int64(4*len(v))
+		w.typ, w.rowBytes, rb = quant.F32, int64(4*len(v)), int64(4*len(v))
 		parts = [][]byte{unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))}
 	}
+	// each row from its part: copied as it is, or repacked
+	put := func(dst, src []byte, n int64) { copyRanges(dst, src) }
 	if (typ == quant.Q4_0 || typ == quant.Q8_0 || typ == quant.Q6_K) && len(dims) > 1 {
-		// repacked into one buffer kept for the next weight: a fresh one
-		// for each would be zeroed and faulted in, then left to the
-		// collector, for every byte of the model
 		K := int64(dims[0])
 		w.rowBytes = repackedRow(typ, K)
-		if need := w.rows * w.rowBytes; int64(len(b.staged)) < need {
-			b.staged = make([]byte, need)
-		}
-		at := int64(0)
-		for _, part := range parts {
-			n := int64(len(part)) / rb
-			repackInto(typ, b.staged[at:at+n*w.rowBytes], part, n, K)
-			at += n * w.rowBytes
-		}
-		parts = [][]byte{b.staged[:at]}
+		put = func(dst, src []byte, n int64) { repackInto(typ, dst, src, n, K) }
 	}
-	return w, parts, nil
+	h := &hostBytes{rows: w.rows, rowBytes: w.rowBytes}
+	h.fill = func(dst []byte, r0, n int64) {
+		start := time.Now()
+		defer func() { h.host += time.Since(start).Seconds() }()
+		at := int64(0) // the first row of part
+		for _, part := range parts {
+			pr := int64(len(part)) / rb
+			lo, hi := max(r0, at), min(r0+n, at+pr)
+			if lo < hi {
+				put(dst[(lo-r0)*w.rowBytes:(hi-r0)*w.rowBytes], part[(lo-at)*rb:(hi-at)*rb], hi-lo)
+			}
+			at += pr
+		}
+	}
+	return w, h, nil
+}
+
+// copyRanges copies src into dst, in pieces side by side when large.
+func copyRanges(dst, src []byte) {
+	const piece = 4 << 20
+	if len(src) <= piece {
+		copy(dst, src)
+		return
+	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for o := 0; o < len(src); o += piece {
+		e := min(o+piece, len(src))
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer wg.Done()
+			copy(dst[o:e], src[o:e])
+			<-slots
+		}()
+	}
+	wg.Wait()
+}
+
+// errNoPinned says the upload's pinned buffers could not be had: it goes
+// on through host memory, as a copy from pageable memory.
+var errNoPinned = errors.New("no pinned memory for the upload")
+
+// pinChunk is the size of each of the two pinned buffers a load's weights
+// go through (upload).
+const pinChunk = 64 << 20
+
+// pinned is one of upload's pinned host buffers, and the event its last
+// copy recorded.
+type pinned struct {
+	ptr  uintptr
+	size int64
+	ev   uintptr
+	busy bool // a copy from it may still run
+}
+
+// upload copies a weight's device bytes to dst through two pinned buffers
+// in turn: the host makes one range of rows in one buffer (repacking
+// straight into it) while the copy from the other runs, and a copy from
+// pinned memory goes at the link's speed, where one from pageable memory
+// goes through the driver's own staging, synchronously. The copies run on
+// the stream, before any kernel; Cache waits for the last.
+func (b *Backend) upload(dst uintptr, h *hostBytes) error {
+	per := max(1, pinChunk/h.rowBytes)
+	need := min(per, h.rows) * h.rowBytes
+	for r0 := int64(0); r0 < h.rows; r0 += per {
+		n := min(per, h.rows-r0)
+		p := &b.pins[b.pinNext]
+		b.pinNext ^= 1
+		var err error
+		b.run(func() { err = b.readyPin(p, need) })
+		if errors.Is(err, errNoPinned) { // the rest as before: made in host memory, copied synchronously
+			buf := make([]byte, need)
+			for ; r0 < h.rows; r0 += per {
+				n := min(per, h.rows-r0)
+				h.fill(buf[:n*h.rowBytes], r0, n)
+				b.run(func() {
+					err = b.d.check("upload", call(b.d.cuMemcpyHtoD, dst+uintptr(r0*h.rowBytes), uintptr(unsafe.Pointer(&buf[0])), uintptr(n*h.rowBytes)))
+				})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		h.fill(unsafe.Slice((*byte)(hostPtr(p.ptr)), n*h.rowBytes), r0, n)
+		b.run(func() {
+			d := b.d
+			if err = d.check("upload", call(d.cuMemcpyHtoDAsync, dst+uintptr(r0*h.rowBytes), p.ptr, uintptr(n*h.rowBytes), b.stream)); err != nil {
+				return
+			}
+			err = d.check("cuEventRecord", call(d.cuEventRecord, p.ev, b.stream))
+		})
+		if err != nil {
+			return err
+		}
+		p.busy = true
+	}
+	return nil
+}
+
+// readyPin makes p a pinned buffer of at least need bytes whose last copy
+// has finished (context thread).
+func (b *Backend) readyPin(p *pinned, need int64) error {
+	d := b.d
+	if p.busy {
+		if err := d.check("upload", call(d.cuEventSynchronize, p.ev)); err != nil {
+			return err
+		}
+		p.busy = false
+	}
+	if p.ev == 0 {
+		if err := d.check("cuEventCreate", call(d.cuEventCreate, uintptr(unsafe.Pointer(&p.ev)), 2)); err != nil { // CU_EVENT_DISABLE_TIMING
+			return err
+		}
+	}
+	if p.size < need {
+		if p.ptr != 0 {
+			call(d.cuMemFreeHost, p.ptr)
+			p.ptr, p.size = 0, 0
+		}
+		size := max(need, pinChunk)
+		if err := d.check("cuMemAllocHost", call(d.cuMemAllocHost, uintptr(unsafe.Pointer(&p.ptr)), uintptr(size))); err != nil {
+			p.ptr = 0
+			return fmt.Errorf("%w: %v", errNoPinned, err)
+		}
+		p.size = size
+	}
+	return nil
+}
+
+// dropPins waits for the weights' last copies and frees the pinned
+// buffers (context thread): a copy that failed is reported here.
+func (b *Backend) dropPins() error {
+	d := b.d
+	err := d.check("upload the weights", call(d.cuStreamSynchronize, b.stream))
+	for i := range b.pins {
+		p := &b.pins[i]
+		if p.ptr != 0 {
+			call(d.cuMemFreeHost, p.ptr)
+		}
+		if p.ev != 0 {
+			call(d.cuEventDestroy, p.ev)
+		}
+		*p = pinned{}
+	}
+	return err
 }
 
 // kvCache is the latent cache: [layer][position][width], float32 or f16.
@@ -514,7 +663,11 @@ func (k *kvCache) layer(l int) uintptr {
 // specialised for the model's shapes (all weights are known by now),
 // compile next: at Plan, or before the first pass runs.
 func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
-	b.staged = nil // every weight is uploaded by now, whatever Cache returns
+	var perr error // every weight is handed over by now, whatever Cache returns
+	b.run(func() { perr = b.dropPins() })
+	if perr != nil {
+		return nil, perr
+	}
 	if layers <= 0 || positions <= 0 || width <= 0 {
 		return nil, fmt.Errorf("cuda: cannot allocate a cache of %d layers × %d positions × %d", layers, positions, width)
 	}
