@@ -2,12 +2,21 @@
 
 package cuda
 
-import "github.com/ebitengine/purego"
+import (
+	"runtime"
+
+	"github.com/ebitengine/purego"
+)
 
 const dlSupported = true
 
-// dlopen loads a shared library with its symbols resolved now.
+// dlopen loads a shared library with its symbols resolved now. The thread
+// is held for the call: dlerror's message is the calling thread's, and a
+// goroutine moved between dlopen and dlerror read an empty one (a missing
+// libcuda's error said "cannot load libcuda.so.1 ()" now and then).
 func dlopen(path string) (uintptr, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	return purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 }
 
