@@ -15,8 +15,7 @@ import (
 // worker of Prepare's, or a load that needs it before a worker came to it)
 // compiles it, sets bin, hit, err and end, and closes done.
 type aheadUnit struct {
-	src     string
-	defs    string
+	defs    string // the model's defines it compiles with (its source: unitSource)
 	u       unit
 	claimed atomic.Bool
 	done    chan struct{}
@@ -58,11 +57,7 @@ func (b *Backend) Prepare(ws []backend.WeightShape, c backend.CacheShape) {
 	b.ahead, b.aheadStart = map[string]*aheadUnit{}, time.Now()
 	queue := make(chan *aheadUnit, len(us))
 	for _, u := range us {
-		src, err := unitSource(defs, u)
-		if err != nil {
-			continue // compileModules meets the same error
-		}
-		a := &aheadUnit{src: src, defs: defs, u: u, done: make(chan struct{})}
+		a := &aheadUnit{defs: defs, u: u, done: make(chan struct{})}
 		b.ahead[u.name] = a
 		queue <- a
 	}
@@ -140,16 +135,13 @@ func (b *Backend) prepared(ws []backend.WeightShape, c backend.CacheShape) (defs
 }
 
 // aheadOf is the compile Prepare queued of unit u with the model's defines,
-// or nil where it queued none or one of another source.
+// or nil where it queued none or one of another source (the source is the
+// defines, the unit's own and its files, which the binary holds).
 func (b *Backend) aheadOf(defs string, u unit) *aheadUnit {
-	a := b.ahead[u.name]
-	if a == nil {
-		return nil
+	if a := b.ahead[u.name]; a != nil && a.u == u && a.defs == defs {
+		return a
 	}
-	if src, err := unitSource(defs, u); err != nil || src != a.src {
-		return nil
-	}
-	return a
+	return nil
 }
 
 // storedType is the type a weight of typ and dims is kept in on the device

@@ -49,11 +49,7 @@ func TestAheadOnlyForTheSameSource(t *testing.T) {
 	defs, _ := shapedAs(2048, quant.Q4_0).shapeDefines()
 	other, _ := shapedAs(4096, quant.Q4_0).shapeDefines()
 	us := units([]string{"T_Q4_0"}, true)
-	src, err := unitSource(defs, us[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &Backend{ahead: map[string]*aheadUnit{us[0].name: {src: src}}}
+	b := &Backend{ahead: map[string]*aheadUnit{us[0].name: {defs: defs, u: us[0]}}}
 	if b.aheadOf(defs, us[0]) == nil {
 		t.Errorf("unit %s with the defines it was started with: not taken", us[0].name)
 	}
