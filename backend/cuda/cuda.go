@@ -509,22 +509,28 @@ func hostWeight(name string, typ quant.Type, dims []uint64, parts [][]byte) (*we
 	return w, h, nil
 }
 
-// copyRanges copies src into dst, in pieces side by side when large.
+// copyRanges copies src into dst, in 4 MB pieces side by side.
 func copyRanges(dst, src []byte) {
-	const piece = 4 << 20
-	if len(src) <= piece {
-		copy(dst, src)
+	inRanges(int64(len(src)), 4<<20, func(lo, hi int64) { copy(dst[lo:hi], src[lo:hi]) })
+}
+
+// inRanges runs f over [0, n) in ranges of per, side by side (at most one
+// a core), or at once where there is one range: enough work a range to
+// outweigh a goroutine is the caller's choice of per.
+func inRanges(n, per int64, f func(lo, hi int64)) {
+	if n <= per {
+		f(0, n)
 		return
 	}
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for o := 0; o < len(src); o += piece {
-		e := min(o+piece, len(src))
+	for lo := int64(0); lo < n; lo += per {
+		hi := min(lo+per, n)
 		wg.Add(1)
 		slots <- struct{}{}
 		go func() {
 			defer wg.Done()
-			copy(dst[o:e], src[o:e])
+			f(lo, hi)
 			<-slots
 		}()
 	}
@@ -557,41 +563,40 @@ type pinned struct {
 func (b *Backend) upload(dst uintptr, h *hostBytes) error {
 	per := max(1, pinChunk/h.rowBytes)
 	need := min(per, h.rows) * h.rowBytes
+	var pageable []byte // where no pinned memory could be had: made there, copied synchronously
 	for r0 := int64(0); r0 < h.rows; r0 += per {
 		n := min(per, h.rows-r0)
-		p := &b.pins[b.pinNext]
-		b.pinNext ^= 1
+		at, size := dst+uintptr(r0*h.rowBytes), uintptr(n*h.rowBytes)
 		var err error
-		b.run(func() { err = b.readyPin(p, need) })
-		if errors.Is(err, errNoPinned) { // the rest as before: made in host memory, copied synchronously
-			buf := make([]byte, need)
-			for ; r0 < h.rows; r0 += per {
-				n := min(per, h.rows-r0)
-				h.fill(buf[:n*h.rowBytes], r0, n)
+		if pageable == nil {
+			p := &b.pins[b.pinNext]
+			b.pinNext ^= 1
+			b.run(func() { err = b.readyPin(p, need) })
+			switch {
+			case err == nil:
+				h.fill(unsafe.Slice((*byte)(hostPtr(p.ptr)), size), r0, n)
 				b.run(func() {
-					err = b.d.check("upload", call(b.d.cuMemcpyHtoD, dst+uintptr(r0*h.rowBytes), uintptr(unsafe.Pointer(&buf[0])), uintptr(n*h.rowBytes)))
+					if err = b.d.check("upload", call(b.d.cuMemcpyHtoDAsync, at, p.ptr, size, b.stream)); err == nil {
+						err = b.d.check("cuEventRecord", call(b.d.cuEventRecord, p.ev, b.stream))
+					}
 				})
 				if err != nil {
 					return err
 				}
+				p.busy = true
+				continue
+			case !errors.Is(err, errNoPinned):
+				return err
 			}
-			return nil
+			pageable = make([]byte, need)
 		}
-		if err != nil {
-			return err
-		}
-		h.fill(unsafe.Slice((*byte)(hostPtr(p.ptr)), n*h.rowBytes), r0, n)
+		h.fill(pageable[:size], r0, n)
 		b.run(func() {
-			d := b.d
-			if err = d.check("upload", call(d.cuMemcpyHtoDAsync, dst+uintptr(r0*h.rowBytes), p.ptr, uintptr(n*h.rowBytes), b.stream)); err != nil {
-				return
-			}
-			err = d.check("cuEventRecord", call(d.cuEventRecord, p.ev, b.stream))
+			err = b.d.check("upload", call(b.d.cuMemcpyHtoD, at, uintptr(unsafe.Pointer(&pageable[0])), size))
 		})
 		if err != nil {
 			return err
 		}
-		p.busy = true
 	}
 	return nil
 }
@@ -627,10 +632,17 @@ func (b *Backend) readyPin(p *pinned, need int64) error {
 }
 
 // dropPins waits for the weights' last copies and frees the pinned
-// buffers (context thread): a copy that failed is reported here.
+// buffers (context thread): a copy that failed is reported here. The
+// copies from pinned memory ran on b.stream; those from pageable memory
+// (where no pinned memory could be had) on the legacy stream, which may
+// return before their DMA lands and which b.stream's kernels do not wait
+// for.
 func (b *Backend) dropPins() error {
 	d := b.d
 	err := d.check("upload the weights", call(d.cuStreamSynchronize, b.stream))
+	if err == nil {
+		err = d.check("upload the weights", call(d.cuStreamSynchronize, 0))
+	}
 	for i := range b.pins {
 		p := &b.pins[i]
 		if p.ptr != 0 {
@@ -678,12 +690,6 @@ func (b *Backend) Cache(layers, positions, width int) (backend.Cache, error) {
 	n := int64(layers) * int64(positions) * int64(width) * k.esize
 	var err error
 	b.run(func() {
-		// the weights went up as pageable copies on the legacy stream, which
-		// may return before their DMA lands; the kernels run on b.stream,
-		// which does not wait for the legacy stream
-		if err = b.d.check("upload the weights", call(b.d.cuStreamSynchronize, 0)); err != nil {
-			return
-		}
 		if k.ptr, err = b.alloc(n, fmt.Sprintf("the latent cache (%d layers × %d positions × %d values)", layers, positions, width)); err != nil {
 			return
 		}
@@ -975,25 +981,8 @@ func q8Block(typ quant.Type) (quants, raw int64) {
 // mapped, two cores: one goroutine 4.2-4.9 GB/s, ranges 5.2-6.9.
 func repackInto(typ quant.Type, dst, data []byte, rows, K int64) {
 	in, out := int64(len(data))/max(rows, 1), repackedRow(typ, K)
-	const chunk = 4 << 20 // bytes of a range: enough to outweigh a goroutine
-	per := max(1, chunk/max(in, 1))
-	if rows <= per {
-		repackRows(typ, dst, data, rows, K)
-		return
-	}
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for r := int64(0); r < rows; r += per {
-		n := min(per, rows-r)
-		wg.Add(1)
-		slots <- struct{}{}
-		go func() {
-			defer wg.Done()
-			repackRows(typ, dst[r*out:(r+n)*out], data[r*in:(r+n)*in], n, K)
-			<-slots
-		}()
-	}
-	wg.Wait()
+	per := max(1, (4<<20)/max(in, 1)) // rows of about 4 MB a range
+	inRanges(rows, per, func(r0, r1 int64) { repackRows(typ, dst[r0*out:r1*out], data[r0*in:r1*in], r1-r0, K) })
 }
 
 // repackRows is repackInto on one goroutine.
