@@ -106,49 +106,38 @@ func hopper(half bool) *Backend {
 func TestPreparedIsWhatTheBoundModelCompiles(t *testing.T) {
 	mla := false
 	for _, name := range []string{"tiny-youtu-q4_0", "tiny-youtu-f32", "tiny-dsv2-f16", "tiny-dsv2-q8_0", "tiny-dsv2-legacy-f32", "tiny-glm-q4_0", "tiny-glm-q4_k_m", "tiny-glm-nextn-q8_0"} {
-		for _, half := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s-half%v", name, half), func(t *testing.T) {
-				f, err := gguf.Open(goldenModel(t, name))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer f.Close()
-				c, err := deepseek2.ConfigFrom(f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				r := &recorder{CPU: cpu.New(1)}
-				defer r.Close()
-				if _, err := deepseek2.New(f, c, r, 64, nil); err != nil {
-					t.Fatal(err)
-				}
-				bound := hopper(half)
-				for _, h := range r.handed {
-					w, _, err := hostWeight(h.name, h.typ, h.dims, h.parts)
-					if err != nil {
-						t.Fatal(err)
+		t.Run(name, func(t *testing.T) {
+			r := loaded(t, name)
+			for _, half := range []bool{true, false} {
+				t.Run(fmt.Sprintf("half%v", half), func(t *testing.T) {
+					bound := hopper(half)
+					for _, h := range r.handed {
+						w, _, err := hostWeight(h.name, h.typ, h.dims, h.parts)
+						if err != nil {
+							t.Fatal(err)
+						}
+						bound.types[w.typ] = true
+						bound.weights = append(bound.weights, w)
 					}
-					bound.types[w.typ] = true
-					bound.weights = append(bound.weights, w)
-				}
-				bound.kv = &kvCache{layers: r.cache.Layers, positions: r.cache.Positions, width: r.cache.Width, esize: cacheElement(half)}
-				bound.kvl = bound.latentWidth()
-				defs, waited, later := bound.unitPlan(nil)
-				want := append(waited, later...)
-				if _, mt, _, _, _, ok := bound.mlaShape(); ok {
-					want = append(want, mlaUnit(mt))
-					mla = true
-				}
-				gotDefs, got, ok := hopper(half).prepared(r.told, r.cache)
-				if !ok || gotDefs != defs {
-					t.Fatalf("Prepare's defines (ok %v):\n%s\nthe bound model's:\n%s", ok, gotDefs, defs)
-				}
-				key := func(u unit) string { return u.name + "\n" + u.defs }
-				if g, w := slices.Sorted(slices.Values(mapped(got, key))), slices.Sorted(slices.Values(mapped(want, key))); !slices.Equal(g, w) {
-					t.Fatalf("Prepare's units %v, the bound model's %v", g, w)
-				}
-			})
-		}
+					bound.kv = &kvCache{layers: r.cache.Layers, positions: r.cache.Positions, width: r.cache.Width, esize: cacheElement(half)}
+					bound.kvl = bound.latentWidth()
+					defs, waited, later := bound.unitPlan(nil)
+					want := append(waited, later...)
+					if _, mt, _, _, _, ok := bound.mlaShape(); ok {
+						want = append(want, mlaUnit(mt))
+						mla = true
+					}
+					gotDefs, got, ok := hopper(half).prepared(r.told, r.cache)
+					if !ok || gotDefs != defs {
+						t.Fatalf("Prepare's defines (ok %v):\n%s\nthe bound model's:\n%s", ok, gotDefs, defs)
+					}
+					key := func(u unit) string { return u.name + "\n" + u.defs }
+					if g, w := slices.Sorted(slices.Values(mapped(got, key))), slices.Sorted(slices.Values(mapped(want, key))); !slices.Equal(g, w) {
+						t.Fatalf("Prepare's units %v, the bound model's %v", g, w)
+					}
+				})
+			}
+		})
 	}
 	if !mla {
 		t.Error("no file had mla_decode's unit: its shape was not compared")
@@ -163,23 +152,30 @@ func mapped[T, U any](xs []T, f func(T) U) []U {
 	return ys
 }
 
-// told is what a load of the golden file tells Prepare.
-func told(t *testing.T, name string) ([]backend.WeightShape, backend.CacheShape) {
+// loaded is the golden file name loaded through a recorder (the file open
+// until the test ends: the weights handed over point into it).
+func loaded(t *testing.T, name string) *recorder {
 	t.Helper()
 	f, err := gguf.Open(goldenModel(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
 	c, err := deepseek2.ConfigFrom(f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &recorder{CPU: cpu.New(1)}
-	defer r.Close()
+	t.Cleanup(func() { r.Close() })
 	if _, err := deepseek2.New(f, c, r, 64, nil); err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+// told is what a load of the golden file tells Prepare.
+func told(t *testing.T, name string) ([]backend.WeightShape, backend.CacheShape) {
+	r := loaded(t, name)
 	return r.told, r.cache
 }
 
