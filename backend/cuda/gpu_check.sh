@@ -4,7 +4,10 @@
 # first line of `latent profile` gives the load's time, the compile's span
 # and what the load waited for it), and decode at an empty context for
 # each build in BENCH_BINS (default every .bin/latent* but latent-before),
-# alternated, ROUNDS times (default 2). Needs .bin and .golden from
+# alternated, ROUNDS times (default 2): the Q4_0 files of the three presets,
+# or FILES ("PRESET:TYPE ..."; /tmp/PRESET.gguf for q4_0, else
+# /tmp/PRESET-TYPE.gguf), at DEPTHS (default 0). COMPILE=0 leaves the
+# compiles out. Needs .bin and .golden from
 # backend/cuda/gpu_pack.sh, carried and unpacked; for example, the tree
 # against b015919 for the compiles and against a branch for decode:
 #   here:   backend/cuda/gpu_pack.sh before=b015919 joint=wip/joint-rounding
@@ -13,9 +16,11 @@ set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 T0=$(date +%s)
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader
+FILES=${FILES:-youtu-llm-2b:q4_0 glm-4.7-flash:q4_0 deepseek-v2-lite:q4_0}
+file() { [ ${1#*:} = q4_0 ] && echo /tmp/${1%%:*}.gguf || echo /tmp/${1%%:*}-${1#*:}.gguf; }
 # the bench files, made while the tests run
-(for m in youtu-llm-2b glm-4.7-flash deepseek-v2-lite; do
-	[ -f /tmp/$m.gguf ] || .bin/latent synth --preset $m --type q4_0 -o /tmp/$m.gguf >/dev/null 2>&1
+(for f in $FILES; do
+	[ -f $(file $f) ] || .bin/latent synth --preset ${f%%:*} --type ${f#*:} -o $(file $f) >/dev/null 2>&1
 done) &
 (cd backend/cuda && timeout 240 ../../.bin/cuda.test -test.v > $OUT/cudatest.log 2>&1
 	echo "cuda.test rc=$? after $(( $(date +%s) - T0 )) s"
@@ -24,17 +29,21 @@ done) &
 wait
 # the cold compiles of COMPILE_BINS (default a build before the change,
 # gpu_pack.sh before=REF, against this one)
-export BINS=${COMPILE_BINS:-.bin/latent-before .bin/latent}
-MODELS="glm-4.7-flash youtu-llm-2b" ROUNDS=1 bash backend/cuda/gpu_compile.sh
-MODELS="glm-4.7-flash youtu-llm-2b" ROUNDS=1 EVICT=1 bash backend/cuda/gpu_compile.sh
+if [ "${COMPILE:-1}" != 0 ]; then
+	export BINS=${COMPILE_BINS:-.bin/latent-before .bin/latent}
+	MODELS="glm-4.7-flash youtu-llm-2b" ROUNDS=1 bash backend/cuda/gpu_compile.sh
+	MODELS="glm-4.7-flash youtu-llm-2b" ROUNDS=1 EVICT=1 bash backend/cuda/gpu_compile.sh
+fi
 export LATENT_KERNEL_CACHE=/tmp/latent-kc
 for r in $(seq ${ROUNDS:-2}); do
-	for m in deepseek-v2-lite glm-4.7-flash youtu-llm-2b; do
+	for f in $FILES; do
 		for bin in ${BENCH_BINS:-$(ls .bin/latent* | grep -v latent-before)}; do
 			[ -x $bin ] || continue
 			[ $(( $(date +%s) - T0 )) -gt ${BUDGET:-560} ] && break 3 # what is left of a call's 600 s
-			# the last line: latent bench right-aligns its columns
-			echo "$r $m $bin: $(timeout 60 $bin bench /tmp/$m.gguf --backend cuda -p 512 -n 128 --depth 0 --reps 2 2>&1 | tail -1)" | tee -a $OUT/bench.txt
+			# the last lines, a depth each: latent bench right-aligns its columns
+			d=${DEPTHS:-0}
+			echo "$r $f $bin: $(timeout 90 $bin bench $(file $f) --backend cuda -p 512 -n 128 --depth $d --reps 2 2>&1 |
+				tail -$(echo $d | tr ',' '\n' | wc -l) | tr -s ' ' | tr '\n' '|')" | tee -a $OUT/bench.txt
 		done
 	done
 done
