@@ -136,8 +136,11 @@ __device__ __forceinline__ float norm_scale(const float* x, int L, const float* 
     return nw ? rms_scale(row_sumsq(x, L, sh), L, eps) : 1.f;
 }
 
-// silu_mul is SwiGLU's silu(g) · u.
-__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + expf(-g)) * u; }
+// silu_mul is SwiGLU's silu(g) · u as the CPU backend (and glibc's expf
+// in ggml) computes it: exp in double, rounded once, where CUDA's expf is
+// off by an ulp or two (the tee test found every SwiGLU of a step a last
+// bit away from the CPU's).
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + (float)exp(-(double)g)) * u; }
 
 __constant__ i8 kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 __constant__ i8 kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
