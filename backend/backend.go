@@ -4,11 +4,7 @@
 // records a whole decode step and replays it.
 package backend
 
-import (
-	"math"
-
-	"github.com/latent-ai/latent/quant"
-)
+import "github.com/latent-ai/latent/quant"
 
 // Tensor is an activation buffer on the backend: Rows × Cols float32, row
 // major. A row is one token of a batch. Views share storage with their parent.
@@ -34,52 +30,17 @@ type Cache interface {
 	Width() int
 }
 
-// Rope describes rotary position embedding over adjacent pairs (x[2i], x[2i+1])
-// by ggml_rope_ext's parameters: the base, YaRN's frequency scale (1/factor),
-// extrapolation mix (0 without YaRN), the correction range of pair indices,
-// and the magnitude factor on cos/sin. Every backend computes the angles as
-// ggml does, in float32, bit for bit (Angle, MScale): rotated keys and
-// queries feed the attention, whose output is rounded to 8 bits, and one
-// last bit of an angle's difference has flipped such a rounding.
+// Rope describes rotary position embedding over adjacent pairs (x[2i], x[2i+1]).
+// Freqs[i] is the angle per position of pair i, YaRN already folded in.
 type Rope struct {
+	Freqs []float32
+
+	// The same rotation as ggml_rope_ext's parameters, for backends that
+	// compute the angles as ggml does (float32, bit for bit): the base, YaRN's
+	// frequency scale (1/factor), extrapolation mix (0 without YaRN), the
+	// correction range of pair indices, and the magnitude factor on cos/sin.
 	Base, FreqScale, ExtFactor, AttnFactor float32
 	Corr                                   [2]float32
-}
-
-// ThetaScale is base^(-2/n) for n rotary values, as ggml computes it: at
-// position p pair 0's unscaled angle θ is p and pair k+1's is pair k's θ
-// times ThetaScale, multiplied out in float32 one pair after another.
-func (r *Rope) ThetaScale(n int) float32 {
-	return float32(math.Pow(float64(r.Base), float64(float32(-2)/float32(n))))
-}
-
-// Mix is YaRN's extrapolation share of pair k's angle (0 without YaRN).
-func (r *Rope) Mix(k int) float32 {
-	if r.ExtFactor == 0 {
-		return 0
-	}
-	y := (float32(k) - r.Corr[0]) / max(0.001, r.Corr[1]-r.Corr[0])
-	return (1 - min(1, max(0, y))) * r.ExtFactor
-}
-
-// Angle is pair k's angle for its unscaled angle theta: the frequency
-// scale, then YaRN's mix of the scaled and the unscaled angle (each
-// product rounded apart, as ggml's C).
-func (r *Rope) Angle(theta float32, k int) float32 {
-	th := r.FreqScale * theta
-	if mix := r.Mix(k); mix != 0 {
-		th = float32(th*(1-mix)) + float32(theta*mix)
-	}
-	return th
-}
-
-// MScale is ggml's magnitude factor on cos and sin.
-func (r *Rope) MScale() float32 {
-	m := r.AttnFactor
-	if r.ExtFactor != 0 {
-		m *= 1 + 0.1*float32(math.Log(float64(1/r.FreqScale)))
-	}
-	return m
 }
 
 // Routing describes how a mixture-of-experts layer scores and weights experts.

@@ -145,20 +145,27 @@ func (w *weight) Dim(i int) uint64 {
 	return 1
 }
 
-// RoPE rotates adjacent pairs as ggml_rope_ext does: the angle of pair k is
-// built in float32 by repeated multiplication (θ_0 = p, θ_{k+1} = θ_k·base^(-2/n)),
-// YaRN mixes interpolated and extrapolated angles per pair (Rope.Angle), and
-// cos/sin carry ggml's magnitude factor.
+// RoPE rotates adjacent pairs as ggml_rope_ext does: the angle of pair i is
+// built in float32 by repeated multiplication (θ_0 = p, θ_{i+1} = θ_i·base^(-2/n)),
+// YaRN mixes interpolated and extrapolated angles per pair, and cos/sin carry
+// ggml's magnitude factor. Rotated keys and queries feed the attention, whose
+// output is rounded to 8 bits, so they must agree with llama.cpp bit for bit.
 func (c *CPU) RoPE(t backend.Tensor, stride, off, n int, r *backend.Rope) {
 	c.launches++
 	x, pos := tens(t), c.pos
 	c.ropeCS = grow(c.ropeCS, n)
 	cs := c.ropeCS // cos, sin per pair
-	thetaScale, mscale := r.ThetaScale(n), r.MScale()
+	thetaScale := float32(math.Pow(float64(r.Base), float64(float32(-2)/float32(n))))
 	for i := 0; i < x.rows; i++ {
 		theta := float32(pos[i])
 		for k := 0; k < n/2; k++ {
-			th := r.Angle(theta, k)
+			th, mscale := r.FreqScale*theta, r.AttnFactor
+			if r.ExtFactor != 0 {
+				y := (float32(k) - r.Corr[0]) / max(0.001, r.Corr[1]-r.Corr[0])
+				mix := (1 - min(1, max(0, y))) * r.ExtFactor
+				th = th*(1-mix) + theta*mix
+				mscale *= 1 + 0.1*float32(math.Log(float64(1/r.FreqScale)))
+			}
 			cs[2*k] = float32(math.Cos(float64(th))) * mscale
 			cs[2*k+1] = float32(math.Sin(float64(th))) * mscale
 			theta *= thetaScale
@@ -168,8 +175,8 @@ func (c *CPU) RoPE(t backend.Tensor, stride, off, n int, r *backend.Rope) {
 			v := row[h+off : h+off+n]
 			for k := 0; k < n; k += 2 {
 				a, b := v[k], v[k+1]
-				v[k] = float32(a*cs[k]) - float32(b*cs[k+1])
-				v[k+1] = float32(a*cs[k+1]) + float32(b*cs[k])
+				v[k] = a*cs[k] - b*cs[k+1]
+				v[k+1] = a*cs[k+1] + b*cs[k]
 			}
 		}
 	}

@@ -175,7 +175,7 @@ func TestRoPE(t *testing.T) {
 		9, 9, 1, 0, 0, 1, 9, 9, 1, 2, 3, 4,
 	})
 	// Base 4 over 4 rotary values: pair angles p·1 and p·4^(-1/2) = p·0.5.
-	rope := &backend.Rope{Base: 4, FreqScale: 1, AttnFactor: 1}
+	rope := &backend.Rope{Freqs: []float32{1, 0.5}, Base: 4, FreqScale: 1, AttnFactor: 1}
 	c.RoPE(x, 6, 2, 4, rope)
 	got := read(c, x)
 	rot := func(a, b, theta float64) (float64, float64) {

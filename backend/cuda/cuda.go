@@ -57,7 +57,7 @@ type Backend struct {
 	pins        [2]pinned // the weights' pinned buffers (upload), until Cache
 	pinNext     int
 	kv          *kvCache
-	ropes       map[ropeKey]uintptr
+	ropes       map[*float32]uintptr
 
 	arena arena
 
@@ -168,7 +168,7 @@ func New(ordinal int) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{d: d, work: make(chan func()), done: make(chan struct{}), types: map[quant.Type]bool{}, HalfCache: half, MLAFrom: -1,
-		graphs: map[uint64]uintptr{}, ropes: map[ropeKey]uintptr{}, bigShared: map[uintptr]int{}, mmv1Names: map[[4]int]string{},
+		graphs: map[uint64]uintptr{}, ropes: map[*float32]uintptr{}, bigShared: map[uintptr]int{}, mmv1Names: map[[4]int]string{},
 		kernelIDs: map[string]int32{}, laterSlots: make(chan struct{}, max(1, runtime.NumCPU()/2)),
 		pdl: d.cuLaunchKernelEx != 0}
 	started := make(chan error)
@@ -921,33 +921,19 @@ func (b *Backend) ensureStaging(n int64) error {
 	return nil
 }
 
-// ropeKey is a rotation over n values, whose table (ropeTable) the
-// device keeps.
-type ropeKey struct {
-	r *backend.Rope
-	n int
-}
-
-// ropeTable returns the device copy of r's parameters for n rotary values,
-// uploading them once, laid out as common.cuh's rope_angle reads them:
-// ThetaScale(n), FreqScale, MScale, 0, then each pair's Mix.
-func (b *Backend) ropeTable(r *backend.Rope, n int) uintptr {
-	key := ropeKey{r, n}
+// ropeFreqs returns the device copy of r's frequencies, uploading them once.
+func (b *Backend) ropeFreqs(r *backend.Rope) uintptr {
+	key := &r.Freqs[0]
 	if p, ok := b.ropes[key]; ok {
 		return p
-	}
-	t := make([]float32, 4+n/2)
-	t[0], t[1], t[2] = r.ThetaScale(n), r.FreqScale, r.MScale()
-	for k := 0; k < n/2; k++ {
-		t[4+k] = r.Mix(k)
 	}
 	var p uintptr
 	var err error
 	b.run(func() {
-		if p, err = b.alloc(int64(4*len(t)), "rope table"); err != nil {
+		if p, err = b.alloc(int64(4*len(r.Freqs)), "rope frequencies"); err != nil {
 			return
 		}
-		if err = b.d.check("upload rope", call(b.d.cuMemcpyHtoD, p, uintptr(unsafe.Pointer(&t[0])), uintptr(4*len(t)))); err == nil {
+		if err = b.d.check("upload rope", call(b.d.cuMemcpyHtoD, p, uintptr(unsafe.Pointer(&r.Freqs[0])), uintptr(4*len(r.Freqs)))); err == nil {
 			err = b.d.check("upload rope", call(b.d.cuStreamSynchronize, 0)) // landed before b.stream's kernels read it (Cache)
 		}
 	})

@@ -1,6 +1,7 @@
 package cuda_test
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -137,7 +138,11 @@ func mlaOp(t *testing.T, H, nope, vdim int, positions []int) {
 	norm := weight("blk.0.attn_kv_a_norm.weight", quant.F32, []uint64{kvl}, 1, 0.1)
 	rows := weight("rows", quant.F32, []uint64{uint64(W), uint64(maxN)}, 0, 1)
 	queries := weight("queries", quant.F32, []uint64{uint64(H * qw), 3}, 0, 1)
-	rp := &backend.Rope{Base: 10000, FreqScale: 1, AttnFactor: 1}
+	freqs := make([]float32, rope/2)
+	for i := range freqs {
+		freqs[i] = float32(math.Pow(10000, -2*float64(i)/rope))
+	}
+	rp := &backend.Rope{Freqs: freqs}
 	cache, err := g.Cache(1, maxN+1, W)
 	if err != nil {
 		t.Fatal(err)

@@ -617,13 +617,13 @@ func (b *Backend) RMSNorm(dst, src backend.Tensor, w backend.Weight, eps float32
 // RoPE rotates adjacent pairs at the pass's positions (lazily: see above).
 func (b *Backend) RoPE(t backend.Tensor, stride, off, n int, r *backend.Rope) {
 	x := tens(t)
-	if x.rows != b.T || n%2 != 0 || off+n > stride {
+	if x.rows != b.T || n > 2*len(r.Freqs) || off+n > stride {
 		panic(fmt.Sprintf("cuda: rope: %d rows for %d tokens, %d values from %d in heads of %d", x.rows, b.T, n, off, stride))
 	}
 	sp := ropeSpan(x, stride, off, n)
 	b.readsSpan(sp)
 	b.writesSpan(sp)
-	freqs := b.ropeTable(r, n)
+	freqs := b.ropeFreqs(r)
 	b.record("rope", grid1(x.rows), [3]uint32{256, 1, 1}, int64(x.rows*x.cols/stride*n)*8,
 		uint64(x.ptr), uint64(x.stride), uint64(x.cols), uint64(stride), uint64(off), uint64(n), uint64(b.posDev()), uint64(freqs))
 	if b.NoFusion {

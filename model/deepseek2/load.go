@@ -244,10 +244,11 @@ func (b *binder) splitKVB(c *Config, p string) (kb, vb backend.Weight) {
 	return kb, vb
 }
 
-// ropeOf is the rotation: ggml_rope_ext's parameters as llama.cpp sets them
-// for deepseek2 (with YaRN, attn_factor 1/(1+0.1·ln(1/scale)) cancels
-// ggml's magnitude correction; the correction dimensions use β_fast 32 and
-// β_slow 1), all in float32 as ggml computes them.
+// ropeOf is the rotation in both forms: ggml_rope_ext's parameters as
+// llama.cpp sets them for deepseek2 (with YaRN, attn_factor
+// 1/(1+0.1·ln(1/scale)) cancels ggml's magnitude correction; the correction
+// dimensions use β_fast 32 and β_slow 1), all in float32 as ggml computes
+// them, and the per-pair angles they give.
 func ropeOf(c *Config) backend.Rope {
 	n := float32(c.Rope)
 	r := backend.Rope{Base: float32(c.RopeBase), FreqScale: 1, AttnFactor: 1}
@@ -264,7 +265,27 @@ func ropeOf(c *Config) backend.Rope {
 	case c.Scaling.Type == "linear" && c.Scaling.Factor > 0:
 		r.FreqScale = float32(1 / c.Scaling.Factor)
 	}
+	r.Freqs = ropeFreqs(c, &r)
 	return r
+}
+
+// ropeFreqs is the angle per position of each rotary pair, with YaRN's
+// interpolation over r's correction range folded in (notes §3 step 4).
+func ropeFreqs(c *Config, r *backend.Rope) []float32 {
+	n := c.Rope
+	freqs := make([]float32, n/2)
+	lo, hi := float64(r.Corr[0]), float64(r.Corr[1])
+	for i := range freqs {
+		theta := math.Pow(c.RopeBase, -2*float64(i)/float64(n))
+		if c.yarn() {
+			ramp := 1 - min(1, max(0, (float64(i)-lo)/max(0.001, hi-lo)))
+			theta = theta/c.Scaling.Factor*(1-ramp) + theta*ramp
+		} else if c.Scaling.Type == "linear" && c.Scaling.Factor > 0 {
+			theta /= c.Scaling.Factor
+		}
+		freqs[i] = float32(theta)
+	}
+	return freqs
 }
 
 // yarn says whether the rotation is YaRN-extended (a factor of 1 is none).

@@ -38,7 +38,7 @@ extern "C" __global__ void kv_finish(cache_t* layer, float* kv, i64 ks, const in
         float* v = x + KV_LORA + 2 * k;
         float a = v[0], b = v[1];
         if (freqs) {
-            rope_pair(a, b, pos[t], freqs, k);
+            rope_pair(a, b, pos[t], freqs[k]);
             v[0] = a;
             v[1] = b;
         }
@@ -298,7 +298,7 @@ __device__ __forceinline__ void attn_partial_impl(float* part, const float* quer
     for (int i = threadIdx.x; i < KV_LORA; i += blockDim.x) qsh[i] = query[(i64)th * CACHE_W + i];
     const int pt = pos[t];
     rope_query(qsh, q + t * qs + h * (nope + CACHE_W - KV_LORA) + nope, [&](int k, float& a, float& b) {
-        if (freqs) rope_pair(a, b, pt, freqs, k);
+        if (freqs) rope_pair(a, b, pt, freqs[k]);
     });
     __syncthreads();
     attn_split<AP>(part, qsh, layer, p0, p1, th, S, s, scale, olat, counter);
@@ -521,8 +521,8 @@ __device__ __forceinline__ void attn_decode_impl(const AD& p) {
     const bool own = p.kv && p0 <= pos && pos < p1;
     const float* qh = p.q + (i64)h * (nope + CACHE_W - KV_LORA);
     for (int k = threadIdx.x; k < HALF; k += blockDim.x) {
-        if (p.qfreqs) qrot[k] = rope_angle(pos, p.qfreqs, k);
-        if (own && p.kvfreqs) krot[k] = rope_angle(pos, p.kvfreqs, k);
+        if (p.qfreqs) qrot[k] = rope_angle(pos, p.qfreqs[k]);
+        if (own && p.kvfreqs) krot[k] = rope_angle(pos, p.kvfreqs[k]);
     }
     // (copied as 16-byte pieces: the parts' widths and addresses must allow it)
     const bool copied = KV_LORA % 4 == 0 && (CACHE_W - KV_LORA) % 4 == 0 &&
@@ -844,7 +844,7 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
     } else {
         // every head's q_pe, each pair's rotation taken once for all heads
         for (int k = threadIdx.x; k < HALF; k += blockDim.x)
-            if (p.qfreqs) qrot[k] = rope_angle(pos, p.qfreqs, k);
+            if (p.qfreqs) qrot[k] = rope_angle(pos, p.qfreqs[k]);
         __syncthreads();
         for (int i = threadIdx.x; i < H * HALF; i += blockDim.x) {
             const int h = i / HP, k = i - h * HP;
@@ -857,7 +857,7 @@ __device__ __forceinline__ void mla_decode_impl(const MD& p) {
         }
         if (p.kv) {
             finish_row(p.layer + (i64)pos * CACHE_W, p.kv, p.kvnw, p.kveps, [&](int k, float& a, float& b) {
-                if (p.kvfreqs) rope_pair(a, b, pos, p.kvfreqs, k);
+                if (p.kvfreqs) rope_pair(a, b, pos, p.kvfreqs[k]);
             }, red);
         }
     }

@@ -88,7 +88,7 @@ extern "C" __global__ void rope(float* x, i64 xs, int cols, int stride, int off,
     for (int idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
         int h = idx / half, k = idx % half;
         float* v = x + t * xs + h * stride + off + 2 * k;
-        rope_pair(v[0], v[1], pos[t], freqs, k);
+        rope_pair(v[0], v[1], pos[t], freqs[k]);
     }
 }
 

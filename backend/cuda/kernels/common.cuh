@@ -136,11 +136,8 @@ __device__ __forceinline__ float norm_scale(const float* x, int L, const float* 
     return nw ? rms_scale(row_sumsq(x, L, sh), L, eps) : 1.f;
 }
 
-// silu_mul is SwiGLU's silu(g) · u as the CPU backend (and glibc's expf
-// in ggml) computes it: exp in double, rounded once, where CUDA's expf is
-// off by an ulp or two (the tee test found every SwiGLU of a step a last
-// bit away from the CPU's).
-__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + (float)exp(-(double)g)) * u; }
+// silu_mul is SwiGLU's silu(g) · u.
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.f + expf(-g)) * u; }
 
 __constant__ i8 kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 __constant__ i8 kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
@@ -289,36 +286,21 @@ __device__ __forceinline__ float cload(cache_t v) { return v; }
 __device__ __forceinline__ cache_t cstore(float v) { return v; }
 #endif
 
-// rope_pair rotates the pair (a, b), pair k of a rotation, at position pos,
-// as the CPU backend (and ggml) does, bit for bit: the unscaled angle is
-// pos times the table's θ scale k times over in float32, the frequency
-// scale and YaRN's mix come after (backend.Rope.Angle), cos and sin are
-// taken in double and rounded, then scaled by the magnitude factor, and
-// the rotation's products and sums are rounded one by one (no fused
-// multiply-adds). tbl is cuda.go's ropeTable: θ scale, frequency scale,
-// magnitude factor, 0, then each pair's mix. Rotation is the angle's sine
-// and cosine (rope_angle) applied (rotate): a kernel that knows the
-// position before its input is ready takes the sines then, off its
-// critical path.
+// rope_pair rotates the pair (a, b) by the angle pos·freq, computed in
+// double as the CPU backend does. Rotation is the angle's sine and cosine
+// (rope_angle) applied (rotate): a kernel that knows the position before
+// its input is ready takes the sines then, off its critical path.
 struct Rotation {
-    float s, c;
-};
-__device__ __forceinline__ Rotation rope_angle(int pos, const float* tbl, int k) {
-    const float ts = tbl[0], mix = tbl[4 + k];
-    float theta = (float)pos;
-    for (int i = 0; i < k; i++) theta = __fmul_rn(theta, ts);
-    float th = __fmul_rn(tbl[1], theta);
-    if (mix != 0.f) th = __fadd_rn(__fmul_rn(th, __fsub_rn(1.f, mix)), __fmul_rn(theta, mix));
     double s, c;
-    sincos((double)th, &s, &c);
+};
+__device__ __forceinline__ Rotation rope_angle(int pos, float freq) {
     Rotation r;
-    r.s = __fmul_rn((float)s, tbl[2]);
-    r.c = __fmul_rn((float)c, tbl[2]);
+    sincos((double)pos * (double)freq, &r.s, &r.c);
     return r;
 }
 __device__ __forceinline__ void rotate(float& a, float& b, Rotation r) {
-    const float x = a, y = b;
-    a = __fsub_rn(__fmul_rn(x, r.c), __fmul_rn(y, r.s));
-    b = __fadd_rn(__fmul_rn(x, r.s), __fmul_rn(y, r.c));
+    const double da = a, db = b;
+    a = (float)(da * r.c - db * r.s);
+    b = (float)(da * r.s + db * r.c);
 }
-__device__ __forceinline__ void rope_pair(float& a, float& b, int pos, const float* tbl, int k) { rotate(a, b, rope_angle(pos, tbl, k)); }
+__device__ __forceinline__ void rope_pair(float& a, float& b, int pos, float freq) { rotate(a, b, rope_angle(pos, freq)); }
