@@ -958,13 +958,14 @@ func repackedRow(typ quant.Type, K int64) int64 {
 	if typ == quant.Q6_K {
 		return K / 256 * q6kSlot
 	}
-	_, raw := q8Block(typ)
+	_, raw := block32(typ)
 	return (K/32*raw + 15) &^ 15
 }
 
-// q8Block is a Q4_0 or Q8_0 block's quant bytes and its bytes in the file
+// block32 is a 32-value block's quant bytes and its bytes in the file, for
+// Q4_0 and Q8_0
 // (the quants after an f16 scale).
-func q8Block(typ quant.Type) (quants, raw int64) {
+func block32(typ quant.Type) (quants, raw int64) {
 	if typ == quant.Q8_0 {
 		return 32, 34
 	}
@@ -995,7 +996,7 @@ func repackRows(typ quant.Type, dst, data []byte, rows, K int64) {
 		return
 	}
 	nb, rb := K/32, repackedRow(typ, K)
-	qb, raw := q8Block(typ)
+	qb, raw := block32(typ)
 	for r := int64(0); r < rows; r++ {
 		src, row := data[r*nb*raw:(r+1)*nb*raw], dst[r*rb:(r+1)*rb]
 		for b := int64(0); b < nb; b++ {
