@@ -962,9 +962,8 @@ func repackedRow(typ quant.Type, K int64) int64 {
 	return (K/32*raw + 15) &^ 15
 }
 
-// block32 is a 32-value block's quant bytes and its bytes in the file, for
-// Q4_0 and Q8_0
-// (the quants after an f16 scale).
+// block32 is a Q4_0 or Q8_0 block's (32 values) quant bytes and its bytes
+// in the file (the quants after an f16 scale).
 func block32(typ quant.Type) (quants, raw int64) {
 	if typ == quant.Q8_0 {
 		return 32, 34
