@@ -35,15 +35,16 @@ if [ "${COMPILE:-1}" != 0 ]; then
 	MODELS="glm-4.7-flash youtu-llm-2b" ROUNDS=1 EVICT=1 bash backend/cuda/gpu_compile.sh
 fi
 export LATENT_KERNEL_CACHE=/tmp/latent-kc
+DEPTHS=${DEPTHS:-0}
+ndepths=$(echo $DEPTHS | tr ',' '\n' | wc -l) # latent bench prints a line a depth
 for r in $(seq ${ROUNDS:-2}); do
 	for f in $FILES; do
 		for bin in ${BENCH_BINS:-$(ls .bin/latent* | grep -v latent-before)}; do
 			[ -x $bin ] || continue
 			[ $(( $(date +%s) - T0 )) -gt ${BUDGET:-560} ] && break 3 # what is left of a call's 600 s
-			# the last lines, a depth each: latent bench right-aligns its columns
-			d=${DEPTHS:-0}
-			echo "$r $f $bin: $(timeout 90 $bin bench $(file $f) --backend cuda -p 512 -n 128 --depth $d --reps 2 2>&1 |
-				tail -$(echo $d | tr ',' '\n' | wc -l) | tr -s ' ' | tr '\n' '|')" | tee -a $OUT/bench.txt
+			# the last lines, a depth each (latent bench right-aligns its columns)
+			echo "$r $f $bin: $(timeout 90 $bin bench $(file $f) --backend cuda -p 512 -n 128 --depth $DEPTHS --reps 2 2>&1 |
+				tail -$ndepths | tr -s ' ' | tr '\n' '|')" | tee -a $OUT/bench.txt
 		done
 	done
 done
